@@ -1,0 +1,70 @@
+package mq
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Backends wrap them with the operation and its subject; match them
+// with errors.Is.
+var (
+	// ErrLockLost: the lock token is unknown, its lock lapsed, or its batch was taken
+	// away (re-fetched after expiry, or a message removed). Nothing was changed.
+	ErrLockLost = errors.New("mq: lock lost")
+	// ErrClosed: the queue was closed.
+	ErrClosed = errors.New("mq: queue closed")
+	// ErrInvalid: the input breaks the contract (empty queue name, negative delay, ...).
+	ErrInvalid = errors.New("mq: invalid input")
+	// ErrPayloadTooLarge: a payload exceeds MaxPayloadSize.
+	ErrPayloadTooLarge = errors.New("mq: payload too large")
+	// ErrDuplicateKey: a message key is already pending in its queue.
+	ErrDuplicateKey = errors.New("mq: duplicate message key")
+)
+
+// InvalidError describes rejected input. It matches ErrInvalid (or
+// ErrPayloadTooLarge for oversized payloads) with errors.Is.
+type InvalidError struct {
+	Op     string // the operation, e.g. "enqueue"
+	Field  string // the offending field, e.g. "message 2: Queue"
+	Reason string
+	kind   error
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("mq: %s: %s: %s", e.Op, e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalid) (or ErrPayloadTooLarge) true.
+func (e *InvalidError) Is(target error) bool {
+	if e.kind != nil {
+		return target == e.kind
+	}
+	return target == ErrInvalid
+}
+
+func invalid(op, field, reason string) error {
+	return &InvalidError{Op: op, Field: field, Reason: reason}
+}
+
+// DuplicateKeyError names the message key that is already pending. It matches
+// ErrDuplicateKey with errors.Is.
+type DuplicateKeyError struct {
+	Queue, Key string
+}
+
+func (e *DuplicateKeyError) Error() string {
+	return fmt.Sprintf("mq: enqueue: message key %q is already pending in queue %q", e.Key, e.Queue)
+}
+
+// Is makes errors.Is(err, ErrDuplicateKey) true.
+func (e *DuplicateKeyError) Is(target error) bool { return target == ErrDuplicateKey }
+
+// LockLost returns an error for op on token that matches ErrLockLost.
+func LockLost(op, token string) error {
+	return fmt.Errorf("mq: %s token %q: %w", op, token, ErrLockLost)
+}
+
+// Closed returns an error for op that matches ErrClosed.
+func Closed(op string) error {
+	return fmt.Errorf("mq: %s: %w", op, ErrClosed)
+}

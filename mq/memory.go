@@ -1,0 +1,668 @@
+package mq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/duroq/duroq/internal/memtx"
+	"github.com/duroq/duroq/internal/wake"
+	"github.com/google/uuid"
+)
+
+// MemoryOptions tune NewMemory. The zero value is usable.
+type MemoryOptions struct {
+	// Now is the clock (default time.Now). Inject a fake one to test timing without
+	// sleeping.
+	Now func() time.Time
+	// Domain, when set, is a transaction domain shared with other in-memory stores so
+	// that one transaction can span them (see the *Tx methods). Default: a private one.
+	Domain *memtx.Domain
+}
+
+// Memory is the in-memory reference backend of MessageQueue: every rule of the
+// contract, nothing durable. It is meant for tests and for composing with other
+// in-memory stores; it does not survive the process.
+type Memory struct {
+	domain *memtx.Domain
+	now    func() time.Time
+	hub    wake.Hub
+
+	// Guarded by domain.
+	closed bool
+	nextID int64
+	queues map[string]*memQueue
+	locks  map[string]*memLock // by token
+}
+
+type memQueue struct {
+	msgs     map[int64]*memMsg
+	byKey    map[string]*memMsg // pending messages by message key
+	keys     map[string]*memKey // routing-key state: lock and attribute
+	sessions map[string]*memSession
+}
+
+type memMsg struct {
+	id          int64
+	m           Message // Payload, Delay unused after enqueue
+	payload     []byte
+	enqueuedAt  time.Time
+	visibleAt   time.Time // while locked: the lock's expiry
+	attempts    int
+	token       string
+	lockedUntil time.Time
+}
+
+type memKey struct {
+	token       string
+	lockedUntil time.Time
+	attr        *int64
+}
+
+type memSession struct {
+	owner        string
+	lockedUntil  time.Time
+	lastActivity time.Time
+}
+
+type memLock struct {
+	queue       string
+	routingKey  string
+	ids         []int64
+	lockedUntil time.Time
+}
+
+var _ MessageQueue = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory queue.
+func NewMemory(o MemoryOptions) *Memory {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Domain == nil {
+		o.Domain = memtx.NewDomain()
+	}
+	return &Memory{domain: o.Domain, now: o.Now, queues: map[string]*memQueue{}, locks: map[string]*memLock{}}
+}
+
+// run runs fn in a transaction of the queue's own; fn's writes roll back if it fails.
+func (s *Memory) run(ctx context.Context, op string, fn func(tx *memtx.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("mq: %s: %w", op, err)
+	}
+	return s.domain.Run(fn)
+}
+
+func (s *Memory) open(op string) error {
+	if s.closed {
+		return Closed(op)
+	}
+	return nil
+}
+
+func (s *Memory) queue(tx *memtx.Tx, name string) *memQueue {
+	q := s.queues[name]
+	if q == nil {
+		q = &memQueue{msgs: map[int64]*memMsg{}, byKey: map[string]*memMsg{}, keys: map[string]*memKey{}, sessions: map[string]*memSession{}}
+		put(tx, s.queues, name, q)
+	}
+	return q
+}
+
+// Enqueue implements MessageQueue.
+func (s *Memory) Enqueue(ctx context.Context, msgs ...Message) error {
+	return s.run(ctx, "enqueue", func(tx *memtx.Tx) error { return s.EnqueueTx(tx, msgs...) })
+}
+
+// EnqueueTx is Enqueue inside tx, a transaction of the queue's Domain.
+func (s *Memory) EnqueueTx(tx *memtx.Tx, msgs ...Message) error {
+	const op = "enqueue"
+	if err := s.open(op); err != nil {
+		return err
+	}
+	if err := CheckMessages(op, msgs); err != nil {
+		return err
+	}
+	now := s.now()
+	for _, m := range msgs {
+		q := s.queue(tx, m.Queue)
+		if m.Key != "" && q.byKey[m.Key] != nil {
+			return &DuplicateKeyError{Queue: m.Queue, Key: m.Key}
+		}
+	}
+	for _, m := range msgs {
+		q := s.queue(tx, m.Queue)
+		s.nextID++
+		msg := &memMsg{id: s.nextID, m: m, payload: append([]byte{}, m.Payload...), enqueuedAt: now, visibleAt: now.Add(m.Delay)}
+		msg.m.Payload = nil
+		put(tx, q.msgs, msg.id, msg)
+		if m.Key != "" {
+			put(tx, q.byKey, m.Key, msg)
+		}
+		queue := m.Queue
+		tx.OnCommit(func() { s.hub.Notify(queue) })
+	}
+	return nil
+}
+
+// DequeueBatch implements MessageQueue.
+func (s *Memory) DequeueBatch(ctx context.Context, queue string, opts DequeueOptions) (*Batch, error) {
+	opts, err := NormalizeDequeue(queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("mq: dequeue %q: %w", queue, err)
+	}
+	b, err := wake.Poll(ctx, &s.hub, queue, opts.Wait, s.now, func() (b *Batch, ok bool, next time.Time, err error) {
+		err = s.domain.Run(func(tx *memtx.Tx) error {
+			b, next, err = s.DequeueTx(tx, queue, opts)
+			return err
+		})
+		return b, b != nil, next, err
+	})
+	if err != nil && errors.Is(err, ctx.Err()) {
+		return nil, fmt.Errorf("mq: dequeue %q: %w", queue, err)
+	}
+	return b, err
+}
+
+// DequeueTx is one non-blocking DequeueBatch attempt inside tx (opts.Wait is ignored).
+// When nothing is eligible it returns a nil batch and the next time a message of the
+// queue becomes visible (zero if none is pending).
+func (s *Memory) DequeueTx(tx *memtx.Tx, queue string, opts DequeueOptions) (*Batch, time.Time, error) {
+	opts, err := NormalizeDequeue(queue, opts)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if err := s.open("dequeue"); err != nil {
+		return nil, time.Time{}, err
+	}
+	q := s.queues[queue]
+	if q == nil {
+		return nil, time.Time{}, nil
+	}
+	now := s.now()
+	var first *memMsg
+	var next time.Time
+	for _, m := range q.msgs {
+		if m.visibleAt.After(now) {
+			if next.IsZero() || m.visibleAt.Before(next) {
+				next = m.visibleAt
+			}
+			continue
+		}
+		if !q.eligible(m, now, opts) {
+			continue
+		}
+		if first == nil || m.visibleAt.Before(first.visibleAt) || (m.visibleAt.Equal(first.visibleAt) && m.id < first.id) {
+			first = m
+		}
+	}
+	if first == nil {
+		return nil, next, nil
+	}
+	batch := []*memMsg{first}
+	if rk := first.m.RoutingKey; rk != "" {
+		batch = batch[:0]
+		for _, m := range q.msgs {
+			if m.m.RoutingKey == rk && !m.visibleAt.After(now) && q.eligible(m, now, opts) {
+				batch = append(batch, m)
+			}
+		}
+		slices.SortFunc(batch, func(a, b *memMsg) int { return int(a.id - b.id) })
+	}
+	token := uuid.NewString()
+	until := now.Add(opts.LockTimeout)
+	lk := &memLock{queue: queue, routingKey: first.m.RoutingKey, lockedUntil: until}
+	out := &Batch{Queue: queue, RoutingKey: first.m.RoutingKey, Token: token, LockedUntil: until}
+	for _, m := range batch {
+		if m.token != "" {
+			del(tx, s.locks, m.token) // the lapsed lock of an earlier fetch
+		}
+		mutate(tx, m)
+		m.token, m.lockedUntil, m.visibleAt = token, until, until
+		m.attempts++
+		lk.ids = append(lk.ids, m.id)
+		out.Messages = append(out.Messages, Delivery{ID: m.id, Payload: append([]byte{}, m.payload...), Attempt: m.attempts,
+			EnqueuedAt: m.enqueuedAt, Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key})
+	}
+	if rk := first.m.RoutingKey; rk != "" {
+		k := q.key(tx, rk)
+		mutate(tx, k)
+		k.token, k.lockedUntil = token, until
+	}
+	if sid := first.m.Session; sid != "" {
+		sess := q.sessions[sid]
+		if sess == nil {
+			sess = &memSession{}
+			put(tx, q.sessions, sid, sess)
+		}
+		mutate(tx, sess)
+		sess.owner, sess.lockedUntil, sess.lastActivity = opts.Session.Owner, now.Add(opts.Session.LeaseTimeout), now
+	}
+	put(tx, s.locks, token, lk)
+	return out, time.Time{}, nil
+}
+
+// eligible reports whether the visible message m may be handed out under opts.
+func (q *memQueue) eligible(m *memMsg, now time.Time, opts DequeueOptions) bool {
+	if !opts.Tags.Accepts(m.m.Tag) {
+		return false
+	}
+	if sid := m.m.Session; sid != "" {
+		if opts.Session == nil {
+			return false
+		}
+		if sess := q.sessions[sid]; sess != nil && sess.lockedUntil.After(now) && sess.owner != opts.Session.Owner {
+			return false
+		}
+	}
+	if rk := m.m.RoutingKey; rk != "" {
+		if k := q.keys[rk]; k != nil {
+			if k.token != "" && k.lockedUntil.After(now) {
+				return false
+			}
+			if !opts.KeyAttr.Accepts(k.attr) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (q *memQueue) key(tx *memtx.Tx, rk string) *memKey {
+	k := q.keys[rk]
+	if k == nil {
+		k = &memKey{}
+		put(tx, q.keys, rk, k)
+	}
+	return k
+}
+
+// releaseKey drops the lock of token on routing key rk, and the key's state when
+// nothing is left in it.
+func (q *memQueue) releaseKey(tx *memtx.Tx, rk, token string) {
+	k := q.keys[rk]
+	if k == nil || k.token != token {
+		return
+	}
+	if k.attr == nil {
+		del(tx, q.keys, rk)
+		return
+	}
+	mutate(tx, k)
+	k.token, k.lockedUntil = "", time.Time{}
+}
+
+// live returns the lock of token if it is still held.
+func (s *Memory) live(op, token string) (*memLock, *memQueue, error) {
+	if err := s.open(op); err != nil {
+		return nil, nil, err
+	}
+	lk := s.locks[token]
+	if lk == nil || !lk.lockedUntil.After(s.now()) {
+		return nil, nil, LockLost(op, token)
+	}
+	return lk, s.queues[lk.queue], nil
+}
+
+// Ack implements MessageQueue.
+func (s *Memory) Ack(ctx context.Context, token string, then ...Message) error {
+	return s.run(ctx, "ack", func(tx *memtx.Tx) error { return s.AckTx(tx, token, then...) })
+}
+
+// AckTx is Ack inside tx.
+func (s *Memory) AckTx(tx *memtx.Tx, token string, then ...Message) error {
+	lk, q, err := s.live("ack", token)
+	if err != nil {
+		return err
+	}
+	s.touchSessions(tx, q, lk)
+	for _, id := range lk.ids {
+		q.deleteMsg(tx, id)
+	}
+	s.dropLock(tx, q, lk, token)
+	return s.EnqueueTx(tx, then...)
+}
+
+// touchSessions records activity on the sessions of lk's messages whose lease is live.
+func (s *Memory) touchSessions(tx *memtx.Tx, q *memQueue, lk *memLock) {
+	now := s.now()
+	for _, id := range lk.ids {
+		if m := q.msgs[id]; m != nil && m.m.Session != "" {
+			if sess := q.sessions[m.m.Session]; sess != nil && sess.lockedUntil.After(now) {
+				mutate(tx, sess)
+				sess.lastActivity = now
+			}
+		}
+	}
+}
+
+func (q *memQueue) deleteMsg(tx *memtx.Tx, id int64) {
+	m := q.msgs[id]
+	if m == nil {
+		return
+	}
+	del(tx, q.msgs, id)
+	if m.m.Key != "" {
+		del(tx, q.byKey, m.m.Key)
+	}
+}
+
+func (s *Memory) dropLock(tx *memtx.Tx, q *memQueue, lk *memLock, token string) {
+	if lk.routingKey != "" {
+		q.releaseKey(tx, lk.routingKey, token)
+	}
+	del(tx, s.locks, token)
+}
+
+// Abandon implements MessageQueue.
+func (s *Memory) Abandon(ctx context.Context, token string, opts AbandonOptions) error {
+	return s.run(ctx, "abandon", func(tx *memtx.Tx) error { return s.AbandonTx(tx, token, opts) })
+}
+
+// AbandonTx is Abandon inside tx.
+func (s *Memory) AbandonTx(tx *memtx.Tx, token string, opts AbandonOptions) error {
+	const op = "abandon"
+	if err := CheckDuration(op, "Delay", opts.Delay); err != nil {
+		return err
+	}
+	lk, q, err := s.live(op, token)
+	if err != nil {
+		return err
+	}
+	s.release(tx, q, lk, token, opts)
+	return nil
+}
+
+// release unlocks the messages of lk (visible after opts.Delay) and drops the lock.
+func (s *Memory) release(tx *memtx.Tx, q *memQueue, lk *memLock, token string, opts AbandonOptions) {
+	visible := s.now().Add(opts.Delay)
+	for _, id := range lk.ids {
+		m := q.msgs[id]
+		if m == nil || m.token != token {
+			continue
+		}
+		mutate(tx, m)
+		m.token, m.lockedUntil, m.visibleAt = "", time.Time{}, visible
+		if opts.IgnoreAttempt && m.attempts > 0 {
+			m.attempts--
+		}
+	}
+	s.dropLock(tx, q, lk, token)
+	queue := lk.queue
+	tx.OnCommit(func() { s.hub.Notify(queue) })
+}
+
+// Renew implements MessageQueue.
+func (s *Memory) Renew(ctx context.Context, token string, extend time.Duration) (until time.Time, err error) {
+	err = s.run(ctx, "renew", func(tx *memtx.Tx) error {
+		until, err = s.RenewTx(tx, token, extend)
+		return err
+	})
+	return until, err
+}
+
+// RenewTx is Renew inside tx.
+func (s *Memory) RenewTx(tx *memtx.Tx, token string, extend time.Duration) (time.Time, error) {
+	const op = "renew"
+	if err := CheckDuration(op, "extend", extend); err != nil {
+		return time.Time{}, err
+	}
+	lk, q, err := s.live(op, token)
+	if err != nil {
+		return time.Time{}, err
+	}
+	until := s.now().Add(extend)
+	mutate(tx, lk)
+	lk.lockedUntil = until
+	for _, id := range lk.ids {
+		if m := q.msgs[id]; m != nil {
+			mutate(tx, m)
+			m.lockedUntil, m.visibleAt = until, until
+		}
+	}
+	if lk.routingKey != "" {
+		k := q.keys[lk.routingKey]
+		mutate(tx, k)
+		k.lockedUntil = until
+	}
+	s.touchSessions(tx, q, lk)
+	return until, nil
+}
+
+// Remove implements MessageQueue.
+func (s *Memory) Remove(ctx context.Context, queue string, keys ...string) (n int, err error) {
+	err = s.run(ctx, "remove", func(tx *memtx.Tx) error {
+		n, err = s.RemoveTx(tx, queue, keys...)
+		return err
+	})
+	return n, err
+}
+
+// RemoveTx is Remove inside tx.
+func (s *Memory) RemoveTx(tx *memtx.Tx, queue string, keys ...string) (int, error) {
+	const op = "remove"
+	if err := CheckQueue(op, queue); err != nil {
+		return 0, err
+	}
+	if err := s.open(op); err != nil {
+		return 0, err
+	}
+	q := s.queues[queue]
+	if q == nil {
+		return 0, nil
+	}
+	n := 0
+	for _, key := range keys {
+		if m := q.byKey[key]; m != nil {
+			s.removeMsg(tx, q, m)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// removeMsg deletes m; if m was locked, the rest of its batch is released.
+func (s *Memory) removeMsg(tx *memtx.Tx, q *memQueue, m *memMsg) {
+	if m.token != "" {
+		if lk := s.locks[m.token]; lk != nil {
+			s.release(tx, q, lk, m.token, AbandonOptions{})
+		}
+	}
+	q.deleteMsg(tx, m.id)
+}
+
+// PurgeKey implements MessageQueue.
+func (s *Memory) PurgeKey(ctx context.Context, queue, routingKey string) (n int, err error) {
+	err = s.run(ctx, "purge key", func(tx *memtx.Tx) error {
+		n, err = s.PurgeKeyTx(tx, queue, routingKey)
+		return err
+	})
+	return n, err
+}
+
+// PurgeKeyTx is PurgeKey inside tx.
+func (s *Memory) PurgeKeyTx(tx *memtx.Tx, queue, routingKey string) (int, error) {
+	const op = "purge key"
+	if err := CheckQueue(op, queue); err != nil {
+		return 0, err
+	}
+	if err := s.open(op); err != nil {
+		return 0, err
+	}
+	q := s.queues[queue]
+	if q == nil || routingKey == "" {
+		return 0, nil
+	}
+	n := 0
+	for _, m := range q.msgs {
+		if m.m.RoutingKey == routingKey {
+			s.removeMsg(tx, q, m)
+			n++
+		}
+	}
+	del(tx, q.keys, routingKey)
+	return n, nil
+}
+
+// SetKeyAttr implements MessageQueue.
+func (s *Memory) SetKeyAttr(ctx context.Context, queue, routingKey string, attr *int64) error {
+	return s.run(ctx, "set key attribute", func(tx *memtx.Tx) error { return s.SetKeyAttrTx(tx, queue, routingKey, attr) })
+}
+
+// SetKeyAttrTx is SetKeyAttr inside tx.
+func (s *Memory) SetKeyAttrTx(tx *memtx.Tx, queue, routingKey string, attr *int64) error {
+	const op = "set key attribute"
+	if err := CheckQueue(op, queue); err != nil {
+		return err
+	}
+	if err := checkName(op, "routing key", routingKey, true); err != nil {
+		return err
+	}
+	if err := s.open(op); err != nil {
+		return err
+	}
+	q := s.queue(tx, queue)
+	if attr == nil && q.keys[routingKey] == nil {
+		return nil
+	}
+	k := q.key(tx, routingKey)
+	mutate(tx, k)
+	if attr != nil {
+		v := *attr
+		attr = &v
+	}
+	k.attr = attr
+	if k.attr == nil && k.token == "" {
+		del(tx, q.keys, routingKey)
+	}
+	return nil
+}
+
+// RenewSessions implements MessageQueue.
+func (s *Memory) RenewSessions(ctx context.Context, queue string, owners []string, extend, idle time.Duration) (n int, err error) {
+	const op = "renew sessions"
+	err = s.run(ctx, op, func(tx *memtx.Tx) error {
+		if err := CheckQueue(op, queue); err != nil {
+			return err
+		}
+		if err := s.open(op); err != nil {
+			return err
+		}
+		q := s.queues[queue]
+		if q == nil {
+			return nil
+		}
+		now := s.now()
+		for _, sess := range q.sessions {
+			if slices.Contains(owners, sess.owner) && sess.lockedUntil.After(now) && sess.lastActivity.Add(idle).After(now) {
+				mutate(tx, sess)
+				sess.lockedUntil = now.Add(extend)
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// CleanupSessions implements MessageQueue.
+func (s *Memory) CleanupSessions(ctx context.Context, queue string) (n int, err error) {
+	const op = "cleanup sessions"
+	err = s.run(ctx, op, func(tx *memtx.Tx) error {
+		if err := CheckQueue(op, queue); err != nil {
+			return err
+		}
+		if err := s.open(op); err != nil {
+			return err
+		}
+		q := s.queues[queue]
+		if q == nil {
+			return nil
+		}
+		pending := map[string]bool{}
+		for _, m := range q.msgs {
+			pending[m.m.Session] = true
+		}
+		now := s.now()
+		for sid, sess := range q.sessions {
+			if !sess.lockedUntil.After(now) && !pending[sid] {
+				del(tx, q.sessions, sid)
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Stats implements MessageQueue.
+func (s *Memory) Stats(ctx context.Context, queue string) (st Stats, err error) {
+	const op = "stats"
+	err = s.run(ctx, op, func(*memtx.Tx) error {
+		if err := CheckQueue(op, queue); err != nil {
+			return err
+		}
+		if err := s.open(op); err != nil {
+			return err
+		}
+		q := s.queues[queue]
+		if q == nil {
+			return nil
+		}
+		now := s.now()
+		for _, m := range q.msgs {
+			switch {
+			case !m.visibleAt.After(now):
+				st.Ready++
+			case m.token != "":
+				st.Locked++
+			default:
+				st.Delayed++
+			}
+		}
+		return nil
+	})
+	return st, err
+}
+
+// Close implements MessageQueue.
+func (s *Memory) Close() error {
+	tx := s.domain.Begin()
+	s.closed = true
+	tx.Commit()
+	return nil
+}
+
+// put sets m[k] = v in tx.
+func put[K comparable, V any](tx *memtx.Tx, m map[K]V, k K, v V) {
+	old, had := m[k]
+	m[k] = v
+	tx.Undo(func() {
+		if had {
+			m[k] = old
+		} else {
+			delete(m, k)
+		}
+	})
+}
+
+// del deletes m[k] in tx.
+func del[K comparable, V any](tx *memtx.Tx, m map[K]V, k K) {
+	old, had := m[k]
+	if !had {
+		return
+	}
+	delete(m, k)
+	tx.Undo(func() { m[k] = old })
+}
+
+// mutate saves *p so that tx can restore it; call it before changing *p.
+func mutate[T any](tx *memtx.Tx, p *T) {
+	old := *p
+	tx.Undo(func() { *p = old })
+}
