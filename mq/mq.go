@@ -119,10 +119,15 @@ type AttrRange struct {
 	Min, Max int64
 }
 
-// Accepts reports whether a key with the given attribute (nil: none) passes the filter.
-// A nil filter accepts everything.
+// Accepts reports whether a routing key with the given attribute (nil: none) passes
+// the filter. A nil filter accepts every key; a filter without ranges accepts none.
 func (f *AttrFilter) Accepts(attr *int64) bool {
-	if f == nil || attr == nil {
+	switch {
+	case f == nil:
+		return true
+	case len(f.Ranges) == 0:
+		return false
+	case attr == nil:
 		return true
 	}
 	for _, r := range f.Ranges {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,4 +81,15 @@ func Open(path string, o Options) (*sqlx.DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	return db, nil
+}
+
+var writeLocks sync.Map // *sqlx.DB → *sync.Mutex
+
+// WriteLock returns the in-process lock that serialises the write transactions the
+// duroq packages run on db. SQLite admits one writer at a time anyway; queueing
+// writers on a Go mutex instead of SQLite's sleeping busy handler keeps latency low
+// under contention. Transactions of other processes still meet the busy timeout.
+func WriteLock(db *sqlx.DB) *sync.Mutex {
+	mu, _ := writeLocks.LoadOrStore(db, new(sync.Mutex))
+	return mu.(*sync.Mutex)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -32,4 +33,12 @@ func Run(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) (err erro
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// RunLocked is Run while holding mu, the process's write lock of db (see
+// sqlitedb.WriteLock); mu is released once the transaction has ended.
+func RunLocked(ctx context.Context, db *sqlx.DB, mu *sync.Mutex, fn func(tx *sqlx.Tx) error) error {
+	mu.Lock()
+	defer mu.Unlock()
+	return Run(ctx, db, fn)
 }

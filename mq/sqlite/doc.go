@@ -1,0 +1,25 @@
+// Package sqlite stores an mq.MessageQueue in SQLite (github.com/mattn/go-sqlite3).
+//
+// Open(path, Options) is the common case: it opens the file in WAL mode, applies the
+// embedded migrations and owns the database. New(db, Options) builds a queue over a
+// database the caller shares with other stores (for example eventstore/sqlite); the
+// *Tx methods (EnqueueTx, DequeueTx, AckTx, AbandonTx, RenewTx, RemoveTx, PurgeKeyTx,
+// SetKeyAttrTx) then run inside the caller's transaction, so queue writes commit
+// together with the caller's own. After committing such a transaction, call Notify for
+// the queues it touched to wake this process's long polls at once.
+//
+// Settings and why:
+//   - WAL journal: readers never block the writer and a commit is one append to the log.
+//   - synchronous=NORMAL by default: a commit survives a crash of the process; a power
+//     loss may lose the last commits. Choose FULL (DBOptions.Synchronous) to sync every
+//     commit.
+//   - BEGIN IMMEDIATE transactions: a transaction takes the write lock when it begins,
+//     so two writers never deadlock upgrading a read lock; writers of this process also
+//     queue on an in-process mutex instead of SQLite's sleeping busy handler.
+//   - busy_timeout 10 s: how long a writer waits for another process's transaction.
+//   - pool of 8 connections: long polls hold none while they wait.
+//
+// Every timestamp is computed in Go (Options.Now) and stored as Unix microseconds.
+// One DequeueBatch attempt is one short transaction; Enqueue of many messages is one
+// transaction.
+package sqlite

@@ -1,0 +1,761 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/duroq/duroq/internal/migrate"
+	"github.com/duroq/duroq/internal/sqlitedb"
+	"github.com/duroq/duroq/internal/sqltx"
+	"github.com/duroq/duroq/internal/wake"
+	"github.com/duroq/duroq/mq"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// MigrationLine names this package's migrations in the shared duroq_migrations table.
+const MigrationLine = "mq"
+
+// DBOptions tune OpenDB; see the field docs for the defaults.
+type DBOptions = sqlitedb.Options
+
+// OpenDB opens the SQLite database at path with the settings this package is built
+// for: WAL, synchronous=NORMAL (FULL on request), a 10 s busy timeout, transactions
+// that take the write lock when they begin (BEGIN IMMEDIATE) and a pool of 8
+// connections. Use it to share one database between this queue and other duroq
+// SQLite stores (pass the result to New); a database opened otherwise MUST use
+// _txlock=immediate.
+func OpenDB(path string, o DBOptions) (*sqlx.DB, error) { return sqlitedb.Open(path, o) }
+
+// Options tune Open and New. The zero value is usable.
+type Options struct {
+	// DB tunes the database Open creates (ignored by New).
+	DB DBOptions
+	// Now is the clock every timestamp is computed from (default time.Now).
+	Now func() time.Time
+	// Logger receives debug records; nil is silent.
+	Logger *slog.Logger
+}
+
+// Queue is a MessageQueue stored in SQLite. It is safe for concurrent use, also by
+// several processes sharing the database file.
+type Queue struct {
+	db     *sqlx.DB
+	owned  bool
+	now    func() time.Time
+	log    *slog.Logger
+	write  *sync.Mutex
+	hub    wake.Hub
+	closed atomic.Bool
+}
+
+var _ mq.MessageQueue = (*Queue)(nil)
+
+// Open opens (creating if needed) the database at path, applies this package's
+// migrations and returns a queue that owns the database: Close closes it.
+func Open(path string, o Options) (*Queue, error) {
+	db, err := sqlitedb.Open(path, o.DB)
+	if err != nil {
+		return nil, err
+	}
+	q := New(db, o)
+	q.owned = true
+	if err := q.Migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return q, nil
+}
+
+// New returns a queue over db, a database the caller owns (Close leaves it open) and
+// may share with other stores. Call Migrate before use.
+func New(db *sqlx.DB, o Options) *Queue {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Queue{db: db, now: o.Now, log: o.Logger, write: sqlitedb.WriteLock(db)}
+}
+
+// Migrate creates or upgrades the queue's tables. It is idempotent and safe when
+// several processes call it at once.
+func (q *Queue) Migrate(ctx context.Context) error {
+	migs, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	return migrate.Apply(ctx, q.db.DB, migrate.SQLite, MigrationLine, migs)
+}
+
+// DB returns the underlying database, for transactions spanning this queue and other
+// stores (see the *Tx methods).
+func (q *Queue) DB() *sqlx.DB { return q.db }
+
+// Notify wakes this process's DequeueBatch calls waiting on queue. The *Tx methods
+// cannot know when their transaction commits: call Notify after committing one that
+// enqueued or released messages, or waiters see them only at their next poll.
+func (q *Queue) Notify(queue string) { q.hub.Notify(queue) }
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
+
+// write runs fn in one write transaction and wakes the queues it names afterwards.
+func (q *Queue) run(ctx context.Context, op string, fn func(tx *sqlx.Tx) ([]string, error)) error {
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	var wakeQueues []string
+	err := sqltx.RunLocked(ctx, q.db, q.write, func(tx *sqlx.Tx) (err error) {
+		wakeQueues, err = fn(tx)
+		return err
+	})
+	if err != nil {
+		return wrap(op, err)
+	}
+	for _, name := range wakeQueues {
+		q.hub.Notify(name)
+	}
+	return nil
+}
+
+// wrap names op in errors that do not already come from the mq package.
+func wrap(op string, err error) error {
+	var inv *mq.InvalidError
+	var dup *mq.DuplicateKeyError
+	if errors.As(err, &inv) || errors.As(err, &dup) || errors.Is(err, mq.ErrLockLost) || errors.Is(err, mq.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("mq/sqlite: %s: %w", op, err)
+}
+
+// Enqueue implements mq.MessageQueue: all messages in one transaction.
+func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
+	return q.run(ctx, "enqueue", func(tx *sqlx.Tx) ([]string, error) {
+		return queueNames(msgs), q.EnqueueTx(ctx, tx, msgs...)
+	})
+}
+
+func queueNames(msgs []mq.Message) []string {
+	var names []string
+	for _, m := range msgs {
+		if !slices.Contains(names, m.Queue) {
+			names = append(names, m.Queue)
+		}
+	}
+	return names
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// insertChunk bounds the rows of one INSERT (10 parameters each) well below
+// SQLite's parameter limit.
+const insertChunk = 256
+
+// EnqueueTx is Enqueue inside tx (a transaction of q.DB()). Call Notify after commit.
+func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) error {
+	const op = "enqueue"
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	if err := mq.CheckMessages(op, msgs); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if m.Key == "" {
+			continue
+		}
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM mq_messages WHERE queue = ? AND message_key = ?`, m.Queue, m.Key).Scan(&one)
+		if err == nil {
+			return &mq.DuplicateKeyError{Queue: m.Queue, Key: m.Key}
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return wrap(op, err)
+		}
+	}
+	now := q.now()
+	for chunk := range slices.Chunk(msgs, insertChunk) {
+		var sb strings.Builder
+		sb.WriteString(`INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, attempts, lock_token) VALUES `)
+		args := make([]any, 0, len(chunk)*9)
+		for i, m := range chunk {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString("(?,?,?,?,?,?,?,?,0,NULL)")
+			payload := m.Payload
+			if payload == nil {
+				payload = []byte{}
+			}
+			args = append(args, m.Queue, nullable(m.RoutingKey), nullable(m.Key), nullable(m.Session), nullable(m.Tag),
+				payload, micros(now), micros(now.Add(m.Delay)))
+		}
+		if _, err := tx.ExecContext(ctx, sb.String(), args...); err != nil {
+			if se, ok := errors.AsType[sqlite3.Error](err); ok && se.ExtendedCode == sqlite3.ErrConstraintUnique {
+				return fmt.Errorf("mq/sqlite: %s: %w (%v)", op, mq.ErrDuplicateKey, err)
+			}
+			return wrap(op, err)
+		}
+	}
+	return nil
+}
+
+// DequeueBatch implements mq.MessageQueue. Each attempt is one short transaction;
+// while waiting it holds no connection.
+func (q *Queue) DequeueBatch(ctx context.Context, queue string, opts mq.DequeueOptions) (*mq.Batch, error) {
+	const op = "dequeue"
+	opts, err := mq.NormalizeDequeue(queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	if q.closed.Load() {
+		return nil, mq.Closed(op)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("mq/sqlite: %s %q: %w", op, queue, err)
+	}
+	b, err := wake.Poll(ctx, &q.hub, queue, opts.Wait, q.now, func() (b *mq.Batch, ok bool, next time.Time, err error) {
+		err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+			b, next, err = q.DequeueTx(ctx, tx, queue, opts)
+			return nil, err
+		})
+		return b, b != nil, next, err
+	})
+	if err != nil && errors.Is(err, ctx.Err()) {
+		return nil, fmt.Errorf("mq/sqlite: %s %q: %w", op, queue, err)
+	}
+	return b, err
+}
+
+// filters renders the eligibility conditions of opts on the message alias m, the key
+// alias k and the session alias s, with their arguments.
+func filters(opts mq.DequeueOptions, now int64) (string, []any) {
+	var conds []string
+	var args []any
+	if tags := tagCondition(opts.Tags, &args); tags != "" {
+		conds = append(conds, tags)
+	}
+	if opts.Session == nil {
+		conds = append(conds, "m.session IS NULL")
+	} else {
+		conds = append(conds, "(m.session IS NULL OR s.session IS NULL OR s.locked_until <= ? OR s.owner = ?)")
+		args = append(args, now, opts.Session.Owner)
+	}
+	if f := opts.KeyAttr; f != nil {
+		var ranges []string
+		for _, r := range f.Ranges {
+			ranges = append(ranges, "k.attr BETWEEN ? AND ?")
+			args = append(args, r.Min, r.Max)
+		}
+		if len(ranges) == 0 {
+			conds = append(conds, "m.routing_key IS NULL")
+		} else {
+			conds = append(conds, "(m.routing_key IS NULL OR k.attr IS NULL OR "+strings.Join(ranges, " OR ")+")")
+		}
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+func tagCondition(f mq.TagFilter, args *[]any) string {
+	in := func() string {
+		if len(f.Tags) == 0 {
+			return "0"
+		}
+		for _, t := range f.Tags {
+			*args = append(*args, t)
+		}
+		return "m.tag IN (" + strings.TrimSuffix(strings.Repeat("?,", len(f.Tags)), ",") + ")"
+	}
+	switch f.Mode {
+	case mq.TagDefaultOnly:
+		return "m.tag IS NULL"
+	case mq.TagOnly:
+		return in()
+	case mq.TagDefaultAnd:
+		return "(m.tag IS NULL OR " + in() + ")"
+	case mq.TagNone:
+		return "0"
+	default:
+		return ""
+	}
+}
+
+type lockedRow struct {
+	ID         int64          `db:"id"`
+	Payload    []byte         `db:"payload"`
+	Attempts   int            `db:"attempts"`
+	EnqueuedAt int64          `db:"enqueued_at"`
+	Tag        sql.NullString `db:"tag"`
+	Session    sql.NullString `db:"session"`
+	Key        sql.NullString `db:"message_key"`
+}
+
+const lockReturning = ` RETURNING id, payload, attempts, enqueued_at, tag, session, message_key`
+
+// DequeueTx is one non-blocking DequeueBatch attempt inside tx (opts.Wait is
+// ignored). When nothing is eligible it returns a nil batch and the next time a
+// message of the queue becomes visible (zero if none is pending).
+func (q *Queue) DequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions) (*mq.Batch, time.Time, error) {
+	const op = "dequeue"
+	opts, err := mq.NormalizeDequeue(queue, opts)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if q.closed.Load() {
+		return nil, time.Time{}, mq.Closed(op)
+	}
+	now := micros(q.now())
+	cond, condArgs := filters(opts, now)
+	if cond != "" {
+		cond = " AND " + cond
+	}
+	var first struct {
+		ID         int64          `db:"id"`
+		RoutingKey sql.NullString `db:"routing_key"`
+		Session    sql.NullString `db:"session"`
+	}
+	err = tx.GetContext(ctx, &first, `SELECT m.id, m.routing_key, m.session FROM mq_messages m
+		LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
+		LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session
+		WHERE m.queue = ? AND m.visible_at <= ?
+		  AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= ?)`+cond+`
+		ORDER BY m.visible_at, m.id LIMIT 1`, append([]any{queue, now, now}, condArgs...)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		var next sql.NullInt64
+		if err := tx.GetContext(ctx, &next, `SELECT MIN(visible_at) FROM mq_messages WHERE queue = ? AND visible_at > ?`, queue, now); err != nil {
+			return nil, time.Time{}, wrap(op, err)
+		}
+		if !next.Valid {
+			return nil, time.Time{}, nil
+		}
+		return nil, fromMicros(next.Int64), nil
+	}
+	if err != nil {
+		return nil, time.Time{}, wrap(op, err)
+	}
+
+	token := uuid.NewString()
+	until := micros(q.now().Add(opts.LockTimeout))
+	var rows []lockedRow
+	if first.RoutingKey.Valid {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO mq_keys (queue, routing_key, lock_token, locked_until) VALUES (?, ?, ?, ?)
+			ON CONFLICT (queue, routing_key) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until`,
+			queue, first.RoutingKey.String, token, until); err != nil {
+			return nil, time.Time{}, wrap(op, err)
+		}
+		var args []any
+		tags := tagCondition(opts.Tags, &args)
+		if tags != "" {
+			tags = " AND " + tags
+		}
+		err = tx.SelectContext(ctx, &rows, `UPDATE mq_messages AS m SET lock_token = ?, locked_until = ?, visible_at = ?, attempts = attempts + 1
+			WHERE m.queue = ? AND m.routing_key = ? AND m.visible_at <= ?`+tags+lockReturning,
+			append([]any{token, until, until, queue, first.RoutingKey.String, now}, args...)...)
+	} else {
+		err = tx.SelectContext(ctx, &rows, `UPDATE mq_messages SET lock_token = ?, locked_until = ?, visible_at = ?, attempts = attempts + 1
+			WHERE id = ?`+lockReturning, token, until, until, first.ID)
+	}
+	if err != nil {
+		return nil, time.Time{}, wrap(op, err)
+	}
+	if first.Session.Valid {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO mq_sessions (queue, session, owner, locked_until, last_activity_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (queue, session) DO UPDATE SET owner = excluded.owner, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`,
+			queue, first.Session.String, opts.Session.Owner, micros(q.now().Add(opts.Session.LeaseTimeout)), now); err != nil {
+			return nil, time.Time{}, wrap(op, err)
+		}
+	}
+	// RETURNING gives no order guarantee: the batch is in enqueue order.
+	slices.SortFunc(rows, func(a, b lockedRow) int { return int(a.ID - b.ID) })
+	b := &mq.Batch{Queue: queue, RoutingKey: first.RoutingKey.String, Token: token, LockedUntil: fromMicros(until)}
+	for _, r := range rows {
+		if r.Payload == nil {
+			r.Payload = []byte{}
+		}
+		b.Messages = append(b.Messages, mq.Delivery{ID: r.ID, Payload: r.Payload, Attempt: r.Attempts,
+			EnqueuedAt: fromMicros(r.EnqueuedAt), Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String})
+	}
+	return b, time.Time{}, nil
+}
+
+// batchRow identifies what a lock token held, as returned by the statements that
+// end or extend a lock.
+type batchRow struct {
+	Queue      string         `db:"queue"`
+	RoutingKey sql.NullString `db:"routing_key"`
+	Session    sql.NullString `db:"session"`
+}
+
+const batchReturning = ` RETURNING queue, routing_key, session`
+
+// afterLock releases the routing-key lock of token (if the batch was keyed) and
+// records activity on the batch's live sessions.
+func (q *Queue) afterLock(ctx context.Context, tx *sqlx.Tx, token string, rows []batchRow, release bool, now int64) error {
+	r := rows[0]
+	if release && r.RoutingKey.Valid {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ? AND lock_token = ? AND attr IS NULL`,
+			r.Queue, r.RoutingKey.String, token); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE mq_keys SET lock_token = NULL, locked_until = NULL WHERE queue = ? AND routing_key = ? AND lock_token = ?`,
+			r.Queue, r.RoutingKey.String, token); err != nil {
+			return err
+		}
+	}
+	for _, r := range rows {
+		if r.Session.Valid {
+			if _, err := tx.ExecContext(ctx, `UPDATE mq_sessions SET last_activity_at = ? WHERE queue = ? AND session = ? AND locked_until > ?`,
+				now, r.Queue, r.Session.String, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Ack implements mq.MessageQueue.
+func (q *Queue) Ack(ctx context.Context, token string, then ...mq.Message) error {
+	return q.run(ctx, "ack", func(tx *sqlx.Tx) ([]string, error) {
+		return queueNames(then), q.AckTx(ctx, tx, token, then...)
+	})
+}
+
+// AckTx is Ack inside tx. Call Notify after commit for the queues of then.
+func (q *Queue) AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq.Message) error {
+	const op = "ack"
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	if err := mq.CheckToken(op, token); err != nil {
+		return err
+	}
+	now := micros(q.now())
+	var rows []batchRow
+	if err := tx.SelectContext(ctx, &rows, `DELETE FROM mq_messages WHERE lock_token = ? AND locked_until > ?`+batchReturning, token, now); err != nil {
+		return wrap(op, err)
+	}
+	if len(rows) == 0 {
+		return mq.LockLost(op, token)
+	}
+	if err := q.afterLock(ctx, tx, token, rows, true, now); err != nil {
+		return wrap(op, err)
+	}
+	return q.EnqueueTx(ctx, tx, then...)
+}
+
+// Abandon implements mq.MessageQueue.
+func (q *Queue) Abandon(ctx context.Context, token string, opts mq.AbandonOptions) error {
+	var queue []string
+	return q.run(ctx, "abandon", func(tx *sqlx.Tx) ([]string, error) {
+		name, err := q.abandon(ctx, tx, token, opts)
+		if name != "" {
+			queue = []string{name}
+		}
+		return queue, err
+	})
+}
+
+// AbandonTx is Abandon inside tx. Call Notify after commit.
+func (q *Queue) AbandonTx(ctx context.Context, tx *sqlx.Tx, token string, opts mq.AbandonOptions) error {
+	_, err := q.abandon(ctx, tx, token, opts)
+	return err
+}
+
+func (q *Queue) abandon(ctx context.Context, tx *sqlx.Tx, token string, opts mq.AbandonOptions) (string, error) {
+	const op = "abandon"
+	if q.closed.Load() {
+		return "", mq.Closed(op)
+	}
+	if err := mq.CheckDuration(op, "Delay", opts.Delay); err != nil {
+		return "", err
+	}
+	if err := mq.CheckToken(op, token); err != nil {
+		return "", err
+	}
+	now := q.now()
+	var rows []batchRow
+	if err := tx.SelectContext(ctx, &rows, `UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = ?,
+		attempts = CASE WHEN ? AND attempts > 0 THEN attempts - 1 ELSE attempts END
+		WHERE lock_token = ? AND locked_until > ?`+batchReturning,
+		micros(now.Add(opts.Delay)), opts.IgnoreAttempt, token, micros(now)); err != nil {
+		return "", wrap(op, err)
+	}
+	if len(rows) == 0 {
+		return "", mq.LockLost(op, token)
+	}
+	if err := q.afterLock(ctx, tx, token, rows, true, micros(now)); err != nil {
+		return "", wrap(op, err)
+	}
+	return rows[0].Queue, nil
+}
+
+// Renew implements mq.MessageQueue.
+func (q *Queue) Renew(ctx context.Context, token string, extend time.Duration) (until time.Time, err error) {
+	err = q.run(ctx, "renew", func(tx *sqlx.Tx) ([]string, error) {
+		until, err = q.RenewTx(ctx, tx, token, extend)
+		return nil, err
+	})
+	return until, err
+}
+
+// RenewTx is Renew inside tx.
+func (q *Queue) RenewTx(ctx context.Context, tx *sqlx.Tx, token string, extend time.Duration) (time.Time, error) {
+	const op = "renew"
+	if q.closed.Load() {
+		return time.Time{}, mq.Closed(op)
+	}
+	if err := mq.CheckDuration(op, "extend", extend); err != nil {
+		return time.Time{}, err
+	}
+	if err := mq.CheckToken(op, token); err != nil {
+		return time.Time{}, err
+	}
+	now := q.now()
+	until := micros(now.Add(extend))
+	var rows []batchRow
+	if err := tx.SelectContext(ctx, &rows, `UPDATE mq_messages SET locked_until = ?, visible_at = ? WHERE lock_token = ? AND locked_until > ?`+batchReturning,
+		until, until, token, micros(now)); err != nil {
+		return time.Time{}, wrap(op, err)
+	}
+	if len(rows) == 0 {
+		return time.Time{}, mq.LockLost(op, token)
+	}
+	if r := rows[0]; r.RoutingKey.Valid {
+		if _, err := tx.ExecContext(ctx, `UPDATE mq_keys SET locked_until = ? WHERE queue = ? AND routing_key = ? AND lock_token = ?`,
+			until, r.Queue, r.RoutingKey.String, token); err != nil {
+			return time.Time{}, wrap(op, err)
+		}
+	}
+	if err := q.afterLock(ctx, tx, token, rows, false, micros(now)); err != nil {
+		return time.Time{}, wrap(op, err)
+	}
+	return fromMicros(until), nil
+}
+
+// Remove implements mq.MessageQueue.
+func (q *Queue) Remove(ctx context.Context, queue string, keys ...string) (n int, err error) {
+	err = q.run(ctx, "remove", func(tx *sqlx.Tx) ([]string, error) {
+		n, err = q.RemoveTx(ctx, tx, queue, keys...)
+		return []string{queue}, err
+	})
+	return n, err
+}
+
+// RemoveTx is Remove inside tx. Call Notify after commit.
+func (q *Queue) RemoveTx(ctx context.Context, tx *sqlx.Tx, queue string, keys ...string) (int, error) {
+	const op = "remove"
+	if q.closed.Load() {
+		return 0, mq.Closed(op)
+	}
+	if err := mq.CheckQueue(op, queue); err != nil {
+		return 0, err
+	}
+	now := micros(q.now())
+	n := 0
+	for _, key := range keys {
+		var row struct {
+			ID          int64          `db:"id"`
+			Token       sql.NullString `db:"lock_token"`
+			LockedUntil sql.NullInt64  `db:"locked_until"`
+		}
+		err := tx.GetContext(ctx, &row, `DELETE FROM mq_messages WHERE queue = ? AND message_key = ? RETURNING id, lock_token, locked_until`, queue, key)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return 0, wrap(op, err)
+		}
+		n++
+		if row.Token.Valid && row.LockedUntil.Int64 > now {
+			if err := q.releaseLost(ctx, tx, row.Token.String, now); err != nil {
+				return 0, wrap(op, err)
+			}
+		}
+	}
+	return n, nil
+}
+
+// releaseLost frees what remains of a live batch that lost a message: its other
+// messages become eligible now and its key lock ends.
+func (q *Queue) releaseLost(ctx context.Context, tx *sqlx.Tx, token string, now int64) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = ? WHERE lock_token = ?`, now, token); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM mq_keys WHERE lock_token = ? AND attr IS NULL`, token); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE mq_keys SET lock_token = NULL, locked_until = NULL WHERE lock_token = ?`, token)
+	return err
+}
+
+// PurgeKey implements mq.MessageQueue.
+func (q *Queue) PurgeKey(ctx context.Context, queue, routingKey string) (n int, err error) {
+	err = q.run(ctx, "purge key", func(tx *sqlx.Tx) ([]string, error) {
+		n, err = q.PurgeKeyTx(ctx, tx, queue, routingKey)
+		return nil, err
+	})
+	return n, err
+}
+
+// PurgeKeyTx is PurgeKey inside tx.
+func (q *Queue) PurgeKeyTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey string) (int, error) {
+	const op = "purge key"
+	if q.closed.Load() {
+		return 0, mq.Closed(op)
+	}
+	if err := mq.CheckQueue(op, queue); err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM mq_messages WHERE queue = ? AND routing_key = ?`, queue, routingKey)
+	if err != nil {
+		return 0, wrap(op, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ?`, queue, routingKey); err != nil {
+		return 0, wrap(op, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// SetKeyAttr implements mq.MessageQueue.
+func (q *Queue) SetKeyAttr(ctx context.Context, queue, routingKey string, attr *int64) error {
+	return q.run(ctx, "set key attribute", func(tx *sqlx.Tx) ([]string, error) {
+		return nil, q.SetKeyAttrTx(ctx, tx, queue, routingKey, attr)
+	})
+}
+
+// SetKeyAttrTx is SetKeyAttr inside tx.
+func (q *Queue) SetKeyAttrTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey string, attr *int64) error {
+	const op = "set key attribute"
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	if err := mq.CheckQueue(op, queue); err != nil {
+		return err
+	}
+	if routingKey == "" {
+		return &mq.InvalidError{Op: op, Field: "routing key", Reason: "must not be empty"}
+	}
+	var err error
+	if attr != nil {
+		_, err = tx.ExecContext(ctx, `INSERT INTO mq_keys (queue, routing_key, attr) VALUES (?, ?, ?)
+			ON CONFLICT (queue, routing_key) DO UPDATE SET attr = excluded.attr`, queue, routingKey, *attr)
+	} else {
+		_, err = tx.ExecContext(ctx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ? AND (locked_until IS NULL OR locked_until <= ?)`,
+			queue, routingKey, micros(q.now()))
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `UPDATE mq_keys SET attr = NULL WHERE queue = ? AND routing_key = ?`, queue, routingKey)
+		}
+	}
+	return wrapNil(op, err)
+}
+
+func wrapNil(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return wrap(op, err)
+}
+
+// RenewSessions implements mq.MessageQueue.
+func (q *Queue) RenewSessions(ctx context.Context, queue string, owners []string, extend, idle time.Duration) (n int, err error) {
+	const op = "renew sessions"
+	if err := mq.CheckQueue(op, queue); err != nil {
+		return 0, err
+	}
+	if len(owners) == 0 {
+		return 0, nil
+	}
+	err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+		now := q.now()
+		query, args, err := sqlx.In(`UPDATE mq_sessions SET locked_until = ?
+			WHERE queue = ? AND owner IN (?) AND locked_until > ? AND last_activity_at > ?`,
+			micros(now.Add(extend)), queue, owners, micros(now), micros(now.Add(-idle)))
+		if err != nil {
+			return nil, err
+		}
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		affected, err := res.RowsAffected()
+		n = int(affected)
+		return nil, err
+	})
+	return n, err
+}
+
+// CleanupSessions implements mq.MessageQueue.
+func (q *Queue) CleanupSessions(ctx context.Context, queue string) (n int, err error) {
+	const op = "cleanup sessions"
+	if err := mq.CheckQueue(op, queue); err != nil {
+		return 0, err
+	}
+	err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+		res, err := tx.ExecContext(ctx, `DELETE FROM mq_sessions WHERE queue = ? AND locked_until <= ?
+			AND NOT EXISTS (SELECT 1 FROM mq_messages m WHERE m.queue = mq_sessions.queue AND m.session = mq_sessions.session)`,
+			queue, micros(q.now()))
+		if err != nil {
+			return nil, err
+		}
+		affected, err := res.RowsAffected()
+		n = int(affected)
+		return nil, err
+	})
+	return n, err
+}
+
+// Stats implements mq.MessageQueue.
+func (q *Queue) Stats(ctx context.Context, queue string) (mq.Stats, error) {
+	const op = "stats"
+	if q.closed.Load() {
+		return mq.Stats{}, mq.Closed(op)
+	}
+	if err := mq.CheckQueue(op, queue); err != nil {
+		return mq.Stats{}, err
+	}
+	now := micros(q.now())
+	var st struct {
+		Ready   sql.NullInt64 `db:"ready"`
+		Locked  sql.NullInt64 `db:"locked"`
+		Delayed sql.NullInt64 `db:"delayed"`
+	}
+	err := q.db.GetContext(ctx, &st, `SELECT
+		SUM(visible_at <= ?) AS ready,
+		SUM(visible_at > ? AND lock_token IS NOT NULL) AS locked,
+		SUM(visible_at > ? AND lock_token IS NULL) AS delayed
+		FROM mq_messages WHERE queue = ?`, now, now, now, queue)
+	if err != nil {
+		return mq.Stats{}, wrap(op, err)
+	}
+	return mq.Stats{Ready: int(st.Ready.Int64), Locked: int(st.Locked.Int64), Delayed: int(st.Delayed.Int64)}, nil
+}
+
+// Close implements mq.MessageQueue. It closes the database only if Open created it.
+func (q *Queue) Close() error {
+	if q.closed.Swap(true) || !q.owned {
+		return nil
+	}
+	return q.db.Close()
+}
