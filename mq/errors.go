@@ -59,12 +59,31 @@ func (e *DuplicateKeyError) Error() string {
 // Is makes errors.Is(err, ErrDuplicateKey) true.
 func (e *DuplicateKeyError) Is(target error) bool { return target == ErrDuplicateKey }
 
-// LockLost returns an error for op on token that matches ErrLockLost.
-func LockLost(op, token string) error {
-	return fmt.Errorf("mq: %s token %q: %w", op, token, ErrLockLost)
+// LockLostError reports a lock token that is not held. It matches ErrLockLost.
+type LockLostError struct {
+	Op, Token string
 }
 
-// Closed returns an error for op that matches ErrClosed.
-func Closed(op string) error {
-	return fmt.Errorf("mq: %s: %w", op, ErrClosed)
+func (e *LockLostError) Error() string {
+	return fmt.Sprintf("mq: %s: lock token %q is not held (unknown, lapsed, or its batch was taken away)", e.Op, e.Token)
 }
+
+// Is makes errors.Is(err, ErrLockLost) true.
+func (e *LockLostError) Is(target error) bool { return target == ErrLockLost }
+
+// LockLost returns the error of op on a token that is not held.
+func LockLost(op, token string) error { return &LockLostError{Op: op, Token: token} }
+
+// Closed returns the error of op on a closed queue; it matches ErrClosed.
+func Closed(op string) error {
+	return &kindError{msg: fmt.Sprintf("mq: %s: the queue is closed", op), kind: ErrClosed}
+}
+
+// kindError is an error with its own text that matches one sentinel.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string        { return e.msg }
+func (e *kindError) Is(target error) bool { return target == e.kind }

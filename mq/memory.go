@@ -1,6 +1,8 @@
 package mq
 
 import (
+	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -39,8 +41,10 @@ type Memory struct {
 
 type memQueue struct {
 	msgs     map[int64]*memMsg
-	byKey    map[string]*memMsg // pending messages by message key
-	keys     map[string]*memKey // routing-key state: lock and attribute
+	ready    readyHeap                    // (visibleAt, id) index; entries go stale lazily
+	byRoute  map[string]map[int64]*memMsg // messages by routing key
+	byKey    map[string]*memMsg           // pending messages by message key
+	keys     map[string]*memKey           // routing-key state: lock and attribute
 	sessions map[string]*memSession
 }
 
@@ -105,7 +109,7 @@ func (s *Memory) open(op string) error {
 func (s *Memory) queue(tx *memtx.Tx, name string) *memQueue {
 	q := s.queues[name]
 	if q == nil {
-		q = &memQueue{msgs: map[int64]*memMsg{}, byKey: map[string]*memMsg{}, keys: map[string]*memKey{}, sessions: map[string]*memSession{}}
+		q = &memQueue{msgs: map[int64]*memMsg{}, byRoute: map[string]map[int64]*memMsg{}, byKey: map[string]*memMsg{}, keys: map[string]*memKey{}, sessions: map[string]*memSession{}}
 		put(tx, s.queues, name, q)
 	}
 	return q
@@ -138,8 +142,15 @@ func (s *Memory) EnqueueTx(tx *memtx.Tx, msgs ...Message) error {
 		msg := &memMsg{id: s.nextID, m: m, payload: append([]byte{}, m.Payload...), enqueuedAt: now, visibleAt: now.Add(m.Delay)}
 		msg.m.Payload = nil
 		put(tx, q.msgs, msg.id, msg)
+		heap.Push(&q.ready, readyEntry{msg.visibleAt, msg.id})
 		if m.Key != "" {
 			put(tx, q.byKey, m.Key, msg)
+		}
+		if rk := m.RoutingKey; rk != "" {
+			if q.byRoute[rk] == nil {
+				put(tx, q.byRoute, rk, map[int64]*memMsg{})
+			}
+			put(tx, q.byRoute[rk], msg.id, msg)
 		}
 		queue := m.Queue
 		tx.OnCommit(func() { s.hub.Notify(queue) })
@@ -185,34 +196,19 @@ func (s *Memory) DequeueTx(tx *memtx.Tx, queue string, opts DequeueOptions) (*Ba
 		return nil, time.Time{}, nil
 	}
 	now := s.now()
-	var first *memMsg
-	var next time.Time
-	for _, m := range q.msgs {
-		if m.visibleAt.After(now) {
-			if next.IsZero() || m.visibleAt.Before(next) {
-				next = m.visibleAt
-			}
-			continue
-		}
-		if !q.eligible(m, now, opts) {
-			continue
-		}
-		if first == nil || m.visibleAt.Before(first.visibleAt) || (m.visibleAt.Equal(first.visibleAt) && m.id < first.id) {
-			first = m
-		}
-	}
+	first, next := q.scan(now, opts)
 	if first == nil {
 		return nil, next, nil
 	}
 	batch := []*memMsg{first}
 	if rk := first.m.RoutingKey; rk != "" {
 		batch = batch[:0]
-		for _, m := range q.msgs {
-			if m.m.RoutingKey == rk && !m.visibleAt.After(now) && q.eligible(m, now, opts) {
+		for _, m := range q.byRoute[rk] {
+			if !m.visibleAt.After(now) && q.eligible(m, now, opts) {
 				batch = append(batch, m)
 			}
 		}
-		slices.SortFunc(batch, func(a, b *memMsg) int { return int(a.id - b.id) })
+		slices.SortFunc(batch, func(a, b *memMsg) int { return cmp.Compare(a.id, b.id) })
 	}
 	token := uuid.NewString()
 	until := now.Add(opts.LockTimeout)
@@ -222,8 +218,9 @@ func (s *Memory) DequeueTx(tx *memtx.Tx, queue string, opts DequeueOptions) (*Ba
 		if m.token != "" {
 			del(tx, s.locks, m.token) // the lapsed lock of an earlier fetch
 		}
+		q.setVisible(tx, m, until)
 		mutate(tx, m)
-		m.token, m.lockedUntil, m.visibleAt = token, until, until
+		m.token, m.lockedUntil = token, until
 		m.attempts++
 		lk.ids = append(lk.ids, m.id)
 		out.Messages = append(out.Messages, Delivery{ID: m.id, Payload: append([]byte{}, m.payload...), Attempt: m.attempts,
@@ -316,6 +313,9 @@ func (s *Memory) Ack(ctx context.Context, token string, then ...Message) error {
 
 // AckTx is Ack inside tx.
 func (s *Memory) AckTx(tx *memtx.Tx, token string, then ...Message) error {
+	if err := CheckMessages("ack", then); err != nil {
+		return err
+	}
 	lk, q, err := s.live("ack", token)
 	if err != nil {
 		return err
@@ -349,6 +349,12 @@ func (q *memQueue) deleteMsg(tx *memtx.Tx, id int64) {
 	del(tx, q.msgs, id)
 	if m.m.Key != "" {
 		del(tx, q.byKey, m.m.Key)
+	}
+	if rk := m.m.RoutingKey; rk != "" {
+		del(tx, q.byRoute[rk], id)
+		if len(q.byRoute[rk]) == 0 {
+			del(tx, q.byRoute, rk)
+		}
 	}
 }
 
@@ -386,8 +392,9 @@ func (s *Memory) release(tx *memtx.Tx, q *memQueue, lk *memLock, token string, o
 		if m == nil || m.token != token {
 			continue
 		}
+		q.setVisible(tx, m, visible)
 		mutate(tx, m)
-		m.token, m.lockedUntil, m.visibleAt = "", time.Time{}, visible
+		m.token, m.lockedUntil = "", time.Time{}
 		if opts.IgnoreAttempt && m.attempts > 0 {
 			m.attempts--
 		}
@@ -421,8 +428,9 @@ func (s *Memory) RenewTx(tx *memtx.Tx, token string, extend time.Duration) (time
 	lk.lockedUntil = until
 	for _, id := range lk.ids {
 		if m := q.msgs[id]; m != nil {
+			q.setVisible(tx, m, until)
 			mutate(tx, m)
-			m.lockedUntil, m.visibleAt = until, until
+			m.lockedUntil = until
 		}
 	}
 	if lk.routingKey != "" {
@@ -446,13 +454,10 @@ func (s *Memory) Remove(ctx context.Context, queue string, keys ...string) (n in
 // RemoveTx is Remove inside tx.
 func (s *Memory) RemoveTx(tx *memtx.Tx, queue string, keys ...string) (int, error) {
 	const op = "remove"
-	if err := CheckQueue(op, queue); err != nil {
+	q, err := s.existing(op, queue)
+	if err != nil {
 		return 0, err
 	}
-	if err := s.open(op); err != nil {
-		return 0, err
-	}
-	q := s.queues[queue]
 	if q == nil {
 		return 0, nil
 	}
@@ -464,6 +469,17 @@ func (s *Memory) RemoveTx(tx *memtx.Tx, queue string, keys ...string) (int, erro
 		}
 	}
 	return n, nil
+}
+
+// existing returns the state of queue for op; nil if the queue never held anything.
+func (s *Memory) existing(op, queue string) (*memQueue, error) {
+	if err := CheckQueue(op, queue); err != nil {
+		return nil, err
+	}
+	if err := s.open(op); err != nil {
+		return nil, err
+	}
+	return s.queues[queue], nil
 }
 
 // removeMsg deletes m; if m was locked, the rest of its batch is released.
@@ -488,22 +504,17 @@ func (s *Memory) PurgeKey(ctx context.Context, queue, routingKey string) (n int,
 // PurgeKeyTx is PurgeKey inside tx.
 func (s *Memory) PurgeKeyTx(tx *memtx.Tx, queue, routingKey string) (int, error) {
 	const op = "purge key"
-	if err := CheckQueue(op, queue); err != nil {
+	q, err := s.existing(op, queue)
+	if err != nil {
 		return 0, err
 	}
-	if err := s.open(op); err != nil {
-		return 0, err
-	}
-	q := s.queues[queue]
 	if q == nil || routingKey == "" {
 		return 0, nil
 	}
 	n := 0
-	for _, m := range q.msgs {
-		if m.m.RoutingKey == routingKey {
-			s.removeMsg(tx, q, m)
-			n++
-		}
+	for _, m := range q.byRoute[routingKey] {
+		s.removeMsg(tx, q, m)
+		n++
 	}
 	del(tx, q.keys, routingKey)
 	return n, nil
@@ -547,15 +558,9 @@ func (s *Memory) SetKeyAttrTx(tx *memtx.Tx, queue, routingKey string, attr *int6
 func (s *Memory) RenewSessions(ctx context.Context, queue string, owners []string, extend, idle time.Duration) (n int, err error) {
 	const op = "renew sessions"
 	err = s.run(ctx, op, func(tx *memtx.Tx) error {
-		if err := CheckQueue(op, queue); err != nil {
+		q, err := s.existing(op, queue)
+		if q == nil || err != nil {
 			return err
-		}
-		if err := s.open(op); err != nil {
-			return err
-		}
-		q := s.queues[queue]
-		if q == nil {
-			return nil
 		}
 		now := s.now()
 		for _, sess := range q.sessions {
@@ -574,15 +579,9 @@ func (s *Memory) RenewSessions(ctx context.Context, queue string, owners []strin
 func (s *Memory) CleanupSessions(ctx context.Context, queue string) (n int, err error) {
 	const op = "cleanup sessions"
 	err = s.run(ctx, op, func(tx *memtx.Tx) error {
-		if err := CheckQueue(op, queue); err != nil {
+		q, err := s.existing(op, queue)
+		if q == nil || err != nil {
 			return err
-		}
-		if err := s.open(op); err != nil {
-			return err
-		}
-		q := s.queues[queue]
-		if q == nil {
-			return nil
 		}
 		pending := map[string]bool{}
 		for _, m := range q.msgs {
@@ -604,15 +603,9 @@ func (s *Memory) CleanupSessions(ctx context.Context, queue string) (n int, err 
 func (s *Memory) Stats(ctx context.Context, queue string) (st Stats, err error) {
 	const op = "stats"
 	err = s.run(ctx, op, func(*memtx.Tx) error {
-		if err := CheckQueue(op, queue); err != nil {
+		q, err := s.existing(op, queue)
+		if q == nil || err != nil {
 			return err
-		}
-		if err := s.open(op); err != nil {
-			return err
-		}
-		q := s.queues[queue]
-		if q == nil {
-			return nil
 		}
 		now := s.now()
 		for _, m := range q.msgs {
@@ -665,4 +658,71 @@ func del[K comparable, V any](tx *memtx.Tx, m map[K]V, k K) {
 func mutate[T any](tx *memtx.Tx, p *T) {
 	old := *p
 	tx.Undo(func() { *p = old })
+}
+
+// scan finds the first eligible message in (visibleAt, id) order. When there is none
+// it returns the next time a message becomes visible (zero if none will).
+func (q *memQueue) scan(now time.Time, opts DequeueOptions) (first *memMsg, next time.Time) {
+	var passed []readyEntry
+	seen := map[int64]bool{}
+	for q.ready.Len() > 0 {
+		e := q.ready[0]
+		m := q.msgs[e.id]
+		if m == nil || !m.visibleAt.Equal(e.at) || seen[e.id] {
+			heap.Pop(&q.ready) // stale: the message is gone or moved
+			continue
+		}
+		if e.at.After(now) {
+			next = e.at
+			break
+		}
+		heap.Pop(&q.ready)
+		passed = append(passed, e)
+		seen[e.id] = true
+		if q.eligible(m, now, opts) {
+			first = m
+			break
+		}
+	}
+	// Entries stay valid until their message moves; a rolled-back move needs them.
+	for _, e := range passed {
+		heap.Push(&q.ready, e)
+	}
+	return first, next
+}
+
+// setVisible moves m to visibility t, keeping the ready index current also when tx
+// rolls back.
+func (q *memQueue) setVisible(tx *memtx.Tx, m *memMsg, t time.Time) {
+	old := m.visibleAt
+	m.visibleAt = t
+	heap.Push(&q.ready, readyEntry{t, m.id})
+	tx.Undo(func() {
+		m.visibleAt = old
+		heap.Push(&q.ready, readyEntry{old, m.id})
+	})
+}
+
+type readyEntry struct {
+	at time.Time
+	id int64
+}
+
+// readyHeap orders entries by visibility, then enqueue order (container/heap).
+type readyHeap []readyEntry
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	if c := h[i].at.Compare(h[j].at); c != 0 {
+		return c < 0
+	}
+	return h[i].id < h[j].id
+}
+func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)   { *h = append(*h, x.(readyEntry)) }
+func (h *readyHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }

@@ -3,15 +3,17 @@
 package sqlitedb
 
 import (
+	"database/sql/driver"
 	"fmt"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	"github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
 )
 
 // Options tune Open. The zero value gives the documented defaults.
@@ -72,6 +74,17 @@ func Open(path string, o Options) (*sqlx.DB, error) {
 	db, err := sqlx.Open("sqlite3", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if path == ":memory:" {
+		// A shared-cache memory database lives while a connection to it is open, and
+		// the pool discards connections (a cancelled transaction does): keep one open
+		// outside the pool for as long as db is reachable.
+		keeper, err := (&sqlite3.SQLiteDriver{}).Open(dsn)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		}
+		runtime.AddCleanup(db, func(c driver.Conn) { c.Close() }, keeper)
 	}
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)

@@ -450,6 +450,9 @@ func (q *Queue) AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq
 	if err := mq.CheckToken(op, token); err != nil {
 		return err
 	}
+	if err := mq.CheckMessages(op, then); err != nil {
+		return err
+	}
 	now := micros(q.now())
 	var rows []batchRow
 	if err := tx.SelectContext(ctx, &rows, `DELETE FROM mq_messages WHERE lock_token = ? AND locked_until > ?`+batchReturning, token, now); err != nil {
@@ -679,7 +682,7 @@ func wrapNil(op string, err error) error {
 }
 
 // RenewSessions implements mq.MessageQueue.
-func (q *Queue) RenewSessions(ctx context.Context, queue string, owners []string, extend, idle time.Duration) (n int, err error) {
+func (q *Queue) RenewSessions(ctx context.Context, queue string, owners []string, extend, idle time.Duration) (int, error) {
 	const op = "renew sessions"
 	if err := mq.CheckQueue(op, queue); err != nil {
 		return 0, err
@@ -687,35 +690,32 @@ func (q *Queue) RenewSessions(ctx context.Context, queue string, owners []string
 	if len(owners) == 0 {
 		return 0, nil
 	}
-	err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
-		now := q.now()
-		query, args, err := sqlx.In(`UPDATE mq_sessions SET locked_until = ?
-			WHERE queue = ? AND owner IN (?) AND locked_until > ? AND last_activity_at > ?`,
-			micros(now.Add(extend)), queue, owners, micros(now), micros(now.Add(-idle)))
-		if err != nil {
-			return nil, err
-		}
-		res, err := tx.ExecContext(ctx, query, args...)
-		if err != nil {
-			return nil, err
-		}
-		affected, err := res.RowsAffected()
-		n = int(affected)
-		return nil, err
-	})
-	return n, err
+	now := q.now()
+	query, args, err := sqlx.In(`UPDATE mq_sessions SET locked_until = ?
+		WHERE queue = ? AND owner IN (?) AND locked_until > ? AND last_activity_at > ?`,
+		micros(now.Add(extend)), queue, owners, micros(now), micros(now.Add(-idle)))
+	if err != nil {
+		return 0, wrap(op, err)
+	}
+	return q.execCount(ctx, op, query, args...)
 }
 
 // CleanupSessions implements mq.MessageQueue.
-func (q *Queue) CleanupSessions(ctx context.Context, queue string) (n int, err error) {
+func (q *Queue) CleanupSessions(ctx context.Context, queue string) (int, error) {
 	const op = "cleanup sessions"
 	if err := mq.CheckQueue(op, queue); err != nil {
 		return 0, err
 	}
+	return q.execCount(ctx, op, `DELETE FROM mq_sessions WHERE queue = ? AND locked_until <= ?
+		AND NOT EXISTS (SELECT 1 FROM mq_messages m WHERE m.queue = mq_sessions.queue AND m.session = mq_sessions.session)`,
+		queue, micros(q.now()))
+}
+
+// execCount runs one write statement in its own transaction and returns the number
+// of rows it changed.
+func (q *Queue) execCount(ctx context.Context, op, query string, args ...any) (n int, err error) {
 	err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
-		res, err := tx.ExecContext(ctx, `DELETE FROM mq_sessions WHERE queue = ? AND locked_until <= ?
-			AND NOT EXISTS (SELECT 1 FROM mq_messages m WHERE m.queue = mq_sessions.queue AND m.session = mq_sessions.session)`,
-			queue, micros(q.now()))
+		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,54 @@
+// Package mq is a durable, peek-lock, at-least-once message queue contract with
+// routing-key batches, and its in-memory reference backend.
+//
+// # Model
+//
+// A queue holds opaque messages. A consumer fetches with DequeueBatch and owns what it
+// got under a lock token until it acks (deletes), abandons (releases) or the lock
+// lapses (then the messages are delivered again, with their attempt count raised).
+// Delivery is at least once: a handler must tolerate seeing a message again.
+//
+// The key primitive is the routing-key batch. DequeueBatch picks the oldest eligible
+// message; when it carries a routing key, the backend atomically locks the key and
+// every eligible message of that key, in enqueue order, under one token. While the key
+// is locked no other consumer receives any message of it — not even messages enqueued
+// after the lock was taken. This is what SQS FIFO message groups and Service Bus
+// sessions offer: one consumer at a time per key, in order, others in parallel.
+// Messages without a routing key are delivered one per batch, independently.
+//
+// # Rules every backend follows (the conformance suite checks each)
+//
+//   - A backend MUST hand a routing key to at most one live lock at a time, and MUST
+//     NOT include in a batch, nor delete on its ack, a message that arrived or became
+//     visible after the batch was taken.
+//   - Ack, Abandon and Renew MUST fail with ErrLockLost and change nothing when the
+//     token is unknown, its lock has lapsed (even if nobody fetched again) or its batch
+//     lost a message to Remove or PurgeKey. A failed Ack leaves a live lock held.
+//   - Fetching MUST increment the attempt count of every message it locks; Abandon with
+//     IgnoreAttempt MUST undo that increment.
+//   - Enqueue and Ack MUST be atomic: all of their writes happen or none does.
+//   - Delays, lock expiries and session leases MUST be computed from the backend's
+//     clock, so an injected clock controls them all.
+//   - Bad input MUST be rejected before anything is written, with an error that names
+//     the operation and matches ErrInvalid, ErrPayloadTooLarge or ErrDuplicateKey; a
+//     closed queue MUST answer ErrClosed. No input may cause a panic.
+//
+// # Tags, sessions and key attributes
+//
+// A tag routes a message to specialised consumers (TagFilter has five variants). A
+// session gives a message owner affinity: the first consumer (owner) that fetches a
+// message of a session holds the session for a lease, and until the lease lapses only
+// that owner receives the session's messages. A routing key may carry an integer
+// attribute (SetKeyAttr) that consumers filter on with DequeueOptions.KeyAttr, before
+// anything is locked.
+//
+// # Composition
+//
+// Backends expose their writes inside a caller's transaction (NewMemory's *Tx
+// methods on a shared memtx domain; mq/sqlite's *Tx methods on a *sqlx.Tx), so queue
+// writes can commit together with another store's.
+//
+// For applications, Consumer runs a Handler over a queue with lock renewal, retries
+// with backoff, dead-lettering and graceful shutdown, and Typed adds a Codec at the
+// edge.
+package mq

@@ -1,0 +1,208 @@
+package sqlite_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/duroq/duroq/bench"
+	"github.com/duroq/duroq/conformance"
+	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/mq/sqlite"
+	"github.com/jmoiron/sqlx"
+)
+
+func openQueue(t *testing.T, path string) *sqlite.Queue {
+	t.Helper()
+	q, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("Open %s: %v", path, err)
+	}
+	return q
+}
+
+func TestConformance(t *testing.T) {
+	conformance.TestMessageQueue(t, conformance.QueueFactory{New: func(t *testing.T) mq.MessageQueue {
+		return openQueue(t, filepath.Join(t.TempDir(), "queue.db"))
+	}})
+}
+
+func TestConformanceInMemoryDatabase(t *testing.T) {
+	conformance.TestMessageQueue(t, conformance.QueueFactory{New: func(t *testing.T) mq.MessageQueue {
+		return openQueue(t, ":memory:")
+	}})
+}
+
+func TestMessagesSurviveReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "queue.db")
+	q := openQueue(t, path)
+	if err := q.Enqueue(t.Context(), mq.Message{Queue: "q", RoutingKey: "k", Payload: []byte("one")},
+		mq.Message{Queue: "q", Payload: []byte("two"), Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := q.DequeueBatch(t.Context(), "q", mq.DequeueOptions{LockTimeout: 50 * time.Millisecond})
+	if err != nil || b == nil {
+		t.Fatalf("dequeue: %v %v", b, err)
+	}
+	q.Close()
+
+	q = openQueue(t, path)
+	defer q.Close()
+	st, err := q.Stats(t.Context(), "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ready+st.Locked != 1 || st.Delayed != 1 {
+		t.Fatalf("after reopening: %+v, want the keyed message (ready or still locked) and one delayed", st)
+	}
+	time.Sleep(60 * time.Millisecond) // let the lock taken before the reopen lapse
+	b, err = q.DequeueBatch(t.Context(), "q", mq.DequeueOptions{})
+	if err != nil || b == nil || string(b.Messages[0].Payload) != "one" || b.Messages[0].Attempt != 2 {
+		t.Fatalf("redelivery after reopen: %+v, %v; want payload one at attempt 2", b, err)
+	}
+}
+
+func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "queue.db")
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			q, err := sqlite.Open(path, sqlite.Options{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			errs <- errors.Join(q.Migrate(context.Background()), q.Close())
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent open+migrate: %v", err)
+		}
+	}
+}
+
+// TestTxTwinsCommitAndRollBackWithTheCallersWrites shows another package's writes and
+// queue writes committing (or rolling back) as one transaction on a shared database.
+func TestTxTwinsCommitAndRollBackWithTheCallersWrites(t *testing.T) {
+	ctx := t.Context()
+	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "shared.db"), sqlite.DBOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q := sqlite.New(db, sqlite.Options{})
+	if err := q.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE app_orders (id TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	write := func(id string, fail bool) error {
+		tx, err := db.BeginTxx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.Exec(`INSERT INTO app_orders (id) VALUES (?)`, id); err != nil {
+			return err
+		}
+		if err := q.EnqueueTx(ctx, tx, mq.Message{Queue: "orders", Payload: []byte(id)}); err != nil {
+			return err
+		}
+		if fail {
+			return errors.New("the caller gives up")
+		}
+		return tx.Commit()
+	}
+	if err := write("committed", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("rolled-back", true); err == nil {
+		t.Fatal("expected the failing write to fail")
+	}
+	var orders []string
+	if err := db.Select(&orders, `SELECT id FROM app_orders`); err != nil {
+		t.Fatal(err)
+	}
+	b, err := q.DequeueBatch(ctx, "orders", mq.DequeueOptions{})
+	if err != nil || b == nil {
+		t.Fatalf("dequeue: %v %v", b, err)
+	}
+	next, err := q.DequeueBatch(ctx, "orders", mq.DequeueOptions{})
+	if err != nil || next != nil {
+		t.Fatalf("a second message exists (%+v, %v): the rolled-back enqueue leaked", next, err)
+	}
+	if len(orders) != 1 || orders[0] != "committed" || string(b.Messages[0].Payload) != "committed" {
+		t.Fatalf("orders %v, message %q: want exactly the committed pair", orders, b.Messages[0].Payload)
+	}
+
+	// Ack inside the caller's transaction, rolled back: the message stays locked by us.
+	tx := db.MustBeginTx(ctx, nil)
+	if err := q.AckTx(ctx, tx, b.Token); err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback()
+	if err := q.Ack(ctx, b.Token); err != nil {
+		t.Fatalf("ack after a rolled-back AckTx: %v (the rollback should have left the lock held)", err)
+	}
+}
+
+// TestWaitWakesOnTxEnqueueAfterNotify checks the documented Notify hand-off.
+func TestWaitWakesOnTxEnqueueAfterNotify(t *testing.T) {
+	ctx := t.Context()
+	q := openQueue(t, filepath.Join(t.TempDir(), "queue.db"))
+	defer q.Close()
+	got := make(chan *mq.Batch, 1)
+	go func() {
+		b, _ := q.DequeueBatch(ctx, "q", mq.DequeueOptions{Wait: 10 * time.Second})
+		got <- b
+	}()
+	time.Sleep(50 * time.Millisecond) // let the poll start waiting
+	start := time.Now()
+	if err := runTx(ctx, q.DB(), func(tx *sqlx.Tx) error { return q.EnqueueTx(ctx, tx, mq.Message{Queue: "q"}) }); err != nil {
+		t.Fatal(err)
+	}
+	q.Notify("q")
+	select {
+	case b := <-got:
+		if b == nil {
+			t.Fatal("the long poll returned nothing")
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("woke after %v", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Notify did not wake the long poll")
+	}
+}
+
+func runTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// BenchmarkQueue runs the shared queue benchmarks on a SQLite file (WAL,
+// synchronous=NORMAL).
+func BenchmarkQueue(b *testing.B) {
+	bench.MessageQueue(b, func(b *testing.B) mq.MessageQueue {
+		q, err := sqlite.Open(filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return q
+	})
+}
