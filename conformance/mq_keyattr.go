@@ -10,7 +10,7 @@ import (
 var keyAttrCases = []mqCase{
 	{"KeyAttrKeysWithoutAttributeAreAlwaysEligible", testKeyAttrKeysWithoutAttributeAreAlwaysEligible},
 	{"KeyAttrRangeBoundsAreInclusive", testKeyAttrRangeBoundsAreInclusive},
-	{"KeyAttrEmptyFilterAcceptsNoKeyWithAttribute", testKeyAttrEmptyFilterAcceptsNoKeyWithAttribute},
+	{"KeyAttrEmptyFilterAcceptsNoKeyedMessage", testKeyAttrEmptyFilterAcceptsNoKeyedMessage},
 	{"KeyAttrSkippedKeyIsNotLocked", testKeyAttrSkippedKeyIsNotLocked},
 	{"KeyAttrSkipsToYoungerCompatibleKey", testKeyAttrSkipsToYoungerCompatibleKey},
 	{"KeyAttrCanBeOverwrittenAndCleared", testKeyAttrCanBeOverwrittenAndCleared},
@@ -89,17 +89,18 @@ func testKeyAttrRangeBoundsAreInclusive(t *testing.T, e env) {
 	wantKey(t, mustFetch(t, q, mq.DequeueOptions{}, "k0"), "k0", "attribute 0 is an attribute, outside every range above")
 }
 
-func testKeyAttrEmptyFilterAcceptsNoKeyWithAttribute(t *testing.T, e env) {
+func testKeyAttrEmptyFilterAcceptsNoKeyedMessage(t *testing.T, e env) {
 	q := e.open(t)
-	put(t, q, kmsg("A", "a1"), kmsg("B", "b1"), msg("u1"))
+	put(t, q, kmsg("A", "a1"), kmsg("B", "b1"), kmsg("C", "c1"), msg("u1"))
 	setAttr(t, q, "A", i64(1))
 	setAttr(t, q, "B", i64(0))
 	empty := mq.DequeueOptions{KeyAttr: &mq.AttrFilter{}}
 	fetchPayloads(t, q, empty, "a filter with no ranges accepts no keyed message, but un-keyed messages still flow", "u1")
-	mustFetchNothing(t, q, empty, "a filter with no ranges accepts no key with an attribute")
-	wantStats(t, q, qn, mq.Stats{Ready: 2, Locked: 1}, "skipped keys are not locked")
+	mustFetchNothing(t, q, empty, "a filter with no ranges accepts no keyed message, with or without an attribute")
+	wantStats(t, q, qn, mq.Stats{Ready: 3, Locked: 1}, "skipped keys are not locked")
 	wantKey(t, mustFetch(t, q, mq.DequeueOptions{}, "A"), "A", "without a filter A is eligible")
 	wantKey(t, mustFetch(t, q, mq.DequeueOptions{}, "B"), "B", "without a filter B is eligible")
+	wantKey(t, mustFetch(t, q, mq.DequeueOptions{}, "C"), "C", "without a filter C is eligible")
 }
 
 func testKeyAttrSkippedKeyIsNotLocked(t *testing.T, e env) {

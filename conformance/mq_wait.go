@@ -20,6 +20,7 @@ var waitCases = []mqCase{
 	{"WaitIgnoresIneligibleArrivals", testWaitIgnoresIneligibleArrivals},
 	{"WaitEndsWhenContextIsCanceled", testWaitEndsWhenContextIsCanceled},
 	{"WaitEndsAtContextDeadline", testWaitEndsAtContextDeadline},
+	{"WaitEndsWhenTheQueueIsClosed", testWaitEndsWhenTheQueueIsClosed},
 }
 
 // wake is how soon after an in-process event a waiting DequeueBatch must return.
@@ -117,10 +118,13 @@ func testWaitReturnsMessagesReleasedByAck(t *testing.T, e env) {
 	held := mustFetch(t, q, mq.DequeueOptions{}, "key A")
 	put(t, q, kmsg("A", "a2"))
 	done := after(50*time.Millisecond, func() error { return q.Ack(t.Context(), held.Token) })
-	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * e.lt()})
+	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * e.wake()})
 	wantNoErr(t, done, "Ack")
 	if b == nil {
 		t.Fatalf("a message that became eligible when its key's lock was acked during the Wait was not returned (waited %v)", took)
+	}
+	if took > e.wake() {
+		t.Errorf("the Ack that released key A woke the waiting DequeueBatch only after %v (want within %v)", took, e.wake())
 	}
 	wantPayloads(t, b, "the message of the key released by the Ack", "a2")
 }
@@ -188,5 +192,20 @@ func testWaitEndsAtContextDeadline(t *testing.T, e env) {
 	}
 	if took > e.wake() {
 		t.Fatalf("the context deadline must end the Wait promptly: it returned after %v", took)
+	}
+}
+
+func testWaitEndsWhenTheQueueIsClosed(t *testing.T, e env) {
+	t.Parallel()
+	q := e.open(t)
+	time.AfterFunc(50*time.Millisecond, func() { q.Close() })
+	start := time.Now()
+	b, err := q.DequeueBatch(t.Context(), qn, mq.DequeueOptions{Wait: 10 * e.wake()})
+	took := time.Since(start)
+	if !errors.Is(err, mq.ErrClosed) {
+		t.Fatalf("DequeueBatch waiting while the queue was closed returned %s, %v; want ErrClosed", describe(b), err)
+	}
+	if took > e.wake() {
+		t.Fatalf("closing the queue must end a Wait promptly: it returned after %v", took)
 	}
 }

@@ -49,11 +49,11 @@ func invalid(op, field, reason string) error {
 // DuplicateKeyError names the message key that is already pending. It matches
 // ErrDuplicateKey with errors.Is.
 type DuplicateKeyError struct {
-	Queue, Key string
+	Op, Queue, Key string
 }
 
 func (e *DuplicateKeyError) Error() string {
-	return fmt.Sprintf("mq: enqueue: message key %q is already pending in queue %q", e.Key, e.Queue)
+	return fmt.Sprintf("mq: %s: message key %q is already pending in queue %q", e.Op, e.Key, e.Queue)
 }
 
 // Is makes errors.Is(err, ErrDuplicateKey) true.

@@ -122,7 +122,11 @@ func (s *Memory) Enqueue(ctx context.Context, msgs ...Message) error {
 
 // EnqueueTx is Enqueue inside tx, a transaction of the queue's Domain.
 func (s *Memory) EnqueueTx(tx *memtx.Tx, msgs ...Message) error {
-	const op = "enqueue"
+	return s.enqueue(tx, "enqueue", msgs)
+}
+
+// enqueue stores msgs for op (enqueue, or ack with follow-ups).
+func (s *Memory) enqueue(tx *memtx.Tx, op string, msgs []Message) error {
 	if err := s.open(op); err != nil {
 		return err
 	}
@@ -133,7 +137,7 @@ func (s *Memory) EnqueueTx(tx *memtx.Tx, msgs ...Message) error {
 	for _, m := range msgs {
 		q := s.queue(tx, m.Queue)
 		if m.Key != "" && q.byKey[m.Key] != nil {
-			return &DuplicateKeyError{Queue: m.Queue, Key: m.Key}
+			return &DuplicateKeyError{Op: op, Queue: m.Queue, Key: m.Key}
 		}
 	}
 	for _, m := range msgs {
@@ -258,14 +262,11 @@ func (q *memQueue) eligible(m *memMsg, now time.Time, opts DequeueOptions) bool 
 		}
 	}
 	if rk := m.m.RoutingKey; rk != "" {
-		if k := q.keys[rk]; k != nil {
-			if k.token != "" && k.lockedUntil.After(now) {
-				return false
-			}
-			if !opts.KeyAttr.Accepts(k.attr) {
-				return false
-			}
+		k := q.keys[rk]
+		if k == nil {
+			return opts.KeyAttr.Accepts(nil)
 		}
+		return !(k.token != "" && k.lockedUntil.After(now)) && opts.KeyAttr.Accepts(k.attr)
 	}
 	return true
 }
@@ -325,7 +326,9 @@ func (s *Memory) AckTx(tx *memtx.Tx, token string, then ...Message) error {
 		q.deleteMsg(tx, id)
 	}
 	s.dropLock(tx, q, lk, token)
-	return s.EnqueueTx(tx, then...)
+	// Messages of the key that waited for its lock are eligible now.
+	tx.OnCommit(func() { s.hub.Notify(lk.queue) })
+	return s.enqueue(tx, "ack", then)
 }
 
 // touchSessions records activity on the sessions of lk's messages whose lease is live.
@@ -557,6 +560,9 @@ func (s *Memory) SetKeyAttrTx(tx *memtx.Tx, queue, routingKey string, attr *int6
 // RenewSessions implements MessageQueue.
 func (s *Memory) RenewSessions(ctx context.Context, queue string, owners []string, extend, idle time.Duration) (n int, err error) {
 	const op = "renew sessions"
+	if err := errors.Join(CheckDuration(op, "extend", extend), CheckDuration(op, "idle", idle)); err != nil {
+		return 0, err
+	}
 	err = s.run(ctx, op, func(tx *memtx.Tx) error {
 		q, err := s.existing(op, queue)
 		if q == nil || err != nil {
@@ -628,6 +634,7 @@ func (s *Memory) Close() error {
 	tx := s.domain.Begin()
 	s.closed = true
 	tx.Commit()
+	s.hub.NotifyAll() // long polls in progress end with ErrClosed
 	return nil
 }
 

@@ -81,9 +81,11 @@ type DequeueOptions struct {
 	// Zero means DefaultLockTimeout; negative is invalid.
 	LockTimeout time.Duration
 	// Wait is how long DequeueBatch may block waiting for a message to become
-	// available (a long poll). Zero returns at once. A backend wakes early when a
-	// message is enqueued in the same process; messages enqueued by other processes
-	// are seen when they become visible to the next poll.
+	// available (a long poll). Zero returns at once. A backend MUST wake a waiting
+	// call early when, in the same process, a message of the queue is enqueued or
+	// released (Ack or Abandon of a batch, whose key may hold waiting messages) or
+	// becomes visible; changes made by other processes may be seen only at the next
+	// poll.
 	Wait time.Duration
 	// Tags restricts which messages are eligible by their tag. The zero value accepts
 	// every tag.

@@ -39,7 +39,7 @@ func CheckMessages(op string, msgs []Message) error {
 		if m.Key != "" {
 			k := qk{m.Queue, m.Key}
 			if keys[k] {
-				return &DuplicateKeyError{Queue: m.Queue, Key: m.Key}
+				return &DuplicateKeyError{Op: op, Queue: m.Queue, Key: m.Key}
 			}
 			if keys == nil {
 				keys = make(map[qk]bool)

@@ -27,6 +27,16 @@ func (h *Hub) Chan(queue string) <-chan struct{} {
 	return ch
 }
 
+// NotifyAll wakes every waiting goroutine, whatever its queue (on Close).
+func (h *Hub) NotifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for queue, ch := range h.chans {
+		close(ch)
+		delete(h.chans, queue)
+	}
+}
+
 // Notify wakes every goroutine waiting on queue.
 func (h *Hub) Notify(queue string) {
 	h.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/sqlitedb"
 	"github.com/duroq/duroq/internal/sqltx"
+	"github.com/duroq/duroq/internal/stmtcache"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
 	"github.com/google/uuid"
@@ -58,6 +59,7 @@ type Queue struct {
 	now    func() time.Time
 	log    *slog.Logger
 	write  *sync.Mutex
+	stmts  *stmtcache.Cache
 	hub    wake.Hub
 	closed atomic.Bool
 }
@@ -89,7 +91,7 @@ func New(db *sqlx.DB, o Options) *Queue {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{db: db, now: o.Now, log: o.Logger, write: sqlitedb.WriteLock(db)}
+	return &Queue{db: db, now: o.Now, log: o.Logger, write: sqlitedb.WriteLock(db), stmts: stmtcache.New(db)}
 }
 
 // Migrate creates or upgrades the queue's tables. It is idempotent and safe when
@@ -174,7 +176,11 @@ const insertChunk = 256
 
 // EnqueueTx is Enqueue inside tx (a transaction of q.DB()). Call Notify after commit.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) error {
-	const op = "enqueue"
+	return q.enqueue(ctx, tx, "enqueue", msgs)
+}
+
+// enqueue stores msgs for op (enqueue, or ack with follow-ups).
+func (q *Queue) enqueue(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.Message) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
@@ -186,9 +192,9 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) 
 			continue
 		}
 		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM mq_messages WHERE queue = ? AND message_key = ?`, m.Queue, m.Key).Scan(&one)
+		err := q.stmts.Get(ctx, tx, &one, `SELECT 1 FROM mq_messages WHERE queue = ? AND message_key = ?`, m.Queue, m.Key)
 		if err == nil {
-			return &mq.DuplicateKeyError{Queue: m.Queue, Key: m.Key}
+			return &mq.DuplicateKeyError{Op: op, Queue: m.Queue, Key: m.Key}
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return wrap(op, err)
@@ -211,7 +217,7 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) 
 			args = append(args, m.Queue, nullable(m.RoutingKey), nullable(m.Key), nullable(m.Session), nullable(m.Tag),
 				payload, micros(now), micros(now.Add(m.Delay)))
 		}
-		if _, err := tx.ExecContext(ctx, sb.String(), args...); err != nil {
+		if _, err := q.stmts.Exec(ctx, tx, sb.String(), args...); err != nil {
 			if se, ok := errors.AsType[sqlite3.Error](err); ok && se.ExtendedCode == sqlite3.ErrConstraintUnique {
 				return fmt.Errorf("mq/sqlite: %s: %w (%v)", op, mq.ErrDuplicateKey, err)
 			}
@@ -335,7 +341,7 @@ func (q *Queue) DequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts m
 		RoutingKey sql.NullString `db:"routing_key"`
 		Session    sql.NullString `db:"session"`
 	}
-	err = tx.GetContext(ctx, &first, `SELECT m.id, m.routing_key, m.session FROM mq_messages m
+	err = q.stmts.Get(ctx, tx, &first, `SELECT m.id, m.routing_key, m.session FROM mq_messages m
 		LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
 		LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session
 		WHERE m.queue = ? AND m.visible_at <= ?
@@ -343,7 +349,7 @@ func (q *Queue) DequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts m
 		ORDER BY m.visible_at, m.id LIMIT 1`, append([]any{queue, now, now}, condArgs...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		var next sql.NullInt64
-		if err := tx.GetContext(ctx, &next, `SELECT MIN(visible_at) FROM mq_messages WHERE queue = ? AND visible_at > ?`, queue, now); err != nil {
+		if err := q.stmts.Get(ctx, tx, &next, `SELECT MIN(visible_at) FROM mq_messages WHERE queue = ? AND visible_at > ?`, queue, now); err != nil {
 			return nil, time.Time{}, wrap(op, err)
 		}
 		if !next.Valid {
@@ -359,7 +365,7 @@ func (q *Queue) DequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts m
 	until := micros(q.now().Add(opts.LockTimeout))
 	var rows []lockedRow
 	if first.RoutingKey.Valid {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO mq_keys (queue, routing_key, lock_token, locked_until) VALUES (?, ?, ?, ?)
+		if _, err := q.stmts.Exec(ctx, tx, `INSERT INTO mq_keys (queue, routing_key, lock_token, locked_until) VALUES (?, ?, ?, ?)
 			ON CONFLICT (queue, routing_key) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until`,
 			queue, first.RoutingKey.String, token, until); err != nil {
 			return nil, time.Time{}, wrap(op, err)
@@ -369,18 +375,19 @@ func (q *Queue) DequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts m
 		if tags != "" {
 			tags = " AND " + tags
 		}
-		err = tx.SelectContext(ctx, &rows, `UPDATE mq_messages AS m SET lock_token = ?, locked_until = ?, visible_at = ?, attempts = attempts + 1
+		err = q.stmts.Select(ctx, tx, &rows, `UPDATE mq_messages AS m INDEXED BY mq_messages_routing
+			SET lock_token = ?, locked_until = ?, visible_at = ?, attempts = attempts + 1
 			WHERE m.queue = ? AND m.routing_key = ? AND m.visible_at <= ?`+tags+lockReturning,
 			append([]any{token, until, until, queue, first.RoutingKey.String, now}, args...)...)
 	} else {
-		err = tx.SelectContext(ctx, &rows, `UPDATE mq_messages SET lock_token = ?, locked_until = ?, visible_at = ?, attempts = attempts + 1
+		err = q.stmts.Select(ctx, tx, &rows, `UPDATE mq_messages SET lock_token = ?, locked_until = ?, visible_at = ?, attempts = attempts + 1
 			WHERE id = ?`+lockReturning, token, until, until, first.ID)
 	}
 	if err != nil {
 		return nil, time.Time{}, wrap(op, err)
 	}
 	if first.Session.Valid {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO mq_sessions (queue, session, owner, locked_until, last_activity_at) VALUES (?, ?, ?, ?, ?)
+		if _, err := q.stmts.Exec(ctx, tx, `INSERT INTO mq_sessions (queue, session, owner, locked_until, last_activity_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (queue, session) DO UPDATE SET owner = excluded.owner, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`,
 			queue, first.Session.String, opts.Session.Owner, micros(q.now().Add(opts.Session.LeaseTimeout)), now); err != nil {
 			return nil, time.Time{}, wrap(op, err)
@@ -414,18 +421,18 @@ const batchReturning = ` RETURNING queue, routing_key, session`
 func (q *Queue) afterLock(ctx context.Context, tx *sqlx.Tx, token string, rows []batchRow, release bool, now int64) error {
 	r := rows[0]
 	if release && r.RoutingKey.Valid {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ? AND lock_token = ? AND attr IS NULL`,
+		if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ? AND lock_token = ? AND attr IS NULL`,
 			r.Queue, r.RoutingKey.String, token); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE mq_keys SET lock_token = NULL, locked_until = NULL WHERE queue = ? AND routing_key = ? AND lock_token = ?`,
+		if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_keys SET lock_token = NULL, locked_until = NULL WHERE queue = ? AND routing_key = ? AND lock_token = ?`,
 			r.Queue, r.RoutingKey.String, token); err != nil {
 			return err
 		}
 	}
 	for _, r := range rows {
 		if r.Session.Valid {
-			if _, err := tx.ExecContext(ctx, `UPDATE mq_sessions SET last_activity_at = ? WHERE queue = ? AND session = ? AND locked_until > ?`,
+			if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_sessions SET last_activity_at = ? WHERE queue = ? AND session = ? AND locked_until > ?`,
 				now, r.Queue, r.Session.String, now); err != nil {
 				return err
 			}
@@ -437,34 +444,42 @@ func (q *Queue) afterLock(ctx context.Context, tx *sqlx.Tx, token string, rows [
 // Ack implements mq.MessageQueue.
 func (q *Queue) Ack(ctx context.Context, token string, then ...mq.Message) error {
 	return q.run(ctx, "ack", func(tx *sqlx.Tx) ([]string, error) {
-		return queueNames(then), q.AckTx(ctx, tx, token, then...)
+		queue, err := q.ack(ctx, tx, token, then)
+		// The key's messages that waited for its lock are eligible now.
+		return append(queueNames(then), queue), err
 	})
 }
 
 // AckTx is Ack inside tx. Call Notify after commit for the queues of then.
 func (q *Queue) AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq.Message) error {
+	_, err := q.ack(ctx, tx, token, then)
+	return err
+}
+
+// ack acks token in tx and returns the batch's queue.
+func (q *Queue) ack(ctx context.Context, tx *sqlx.Tx, token string, then []mq.Message) (string, error) {
 	const op = "ack"
 	if q.closed.Load() {
-		return mq.Closed(op)
+		return "", mq.Closed(op)
 	}
 	if err := mq.CheckToken(op, token); err != nil {
-		return err
+		return "", err
 	}
 	if err := mq.CheckMessages(op, then); err != nil {
-		return err
+		return "", err
 	}
 	now := micros(q.now())
 	var rows []batchRow
-	if err := tx.SelectContext(ctx, &rows, `DELETE FROM mq_messages WHERE lock_token = ? AND locked_until > ?`+batchReturning, token, now); err != nil {
-		return wrap(op, err)
+	if err := q.stmts.Select(ctx, tx, &rows, `DELETE FROM mq_messages WHERE lock_token = ? AND locked_until > ?`+batchReturning, token, now); err != nil {
+		return "", wrap(op, err)
 	}
 	if len(rows) == 0 {
-		return mq.LockLost(op, token)
+		return "", mq.LockLost(op, token)
 	}
 	if err := q.afterLock(ctx, tx, token, rows, true, now); err != nil {
-		return wrap(op, err)
+		return "", wrap(op, err)
 	}
-	return q.EnqueueTx(ctx, tx, then...)
+	return rows[0].Queue, q.enqueue(ctx, tx, op, then)
 }
 
 // Abandon implements mq.MessageQueue.
@@ -498,7 +513,7 @@ func (q *Queue) abandon(ctx context.Context, tx *sqlx.Tx, token string, opts mq.
 	}
 	now := q.now()
 	var rows []batchRow
-	if err := tx.SelectContext(ctx, &rows, `UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = ?,
+	if err := q.stmts.Select(ctx, tx, &rows, `UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = ?,
 		attempts = CASE WHEN ? AND attempts > 0 THEN attempts - 1 ELSE attempts END
 		WHERE lock_token = ? AND locked_until > ?`+batchReturning,
 		micros(now.Add(opts.Delay)), opts.IgnoreAttempt, token, micros(now)); err != nil {
@@ -537,7 +552,7 @@ func (q *Queue) RenewTx(ctx context.Context, tx *sqlx.Tx, token string, extend t
 	now := q.now()
 	until := micros(now.Add(extend))
 	var rows []batchRow
-	if err := tx.SelectContext(ctx, &rows, `UPDATE mq_messages SET locked_until = ?, visible_at = ? WHERE lock_token = ? AND locked_until > ?`+batchReturning,
+	if err := q.stmts.Select(ctx, tx, &rows, `UPDATE mq_messages SET locked_until = ?, visible_at = ? WHERE lock_token = ? AND locked_until > ?`+batchReturning,
 		until, until, token, micros(now)); err != nil {
 		return time.Time{}, wrap(op, err)
 	}
@@ -545,7 +560,7 @@ func (q *Queue) RenewTx(ctx context.Context, tx *sqlx.Tx, token string, extend t
 		return time.Time{}, mq.LockLost(op, token)
 	}
 	if r := rows[0]; r.RoutingKey.Valid {
-		if _, err := tx.ExecContext(ctx, `UPDATE mq_keys SET locked_until = ? WHERE queue = ? AND routing_key = ? AND lock_token = ?`,
+		if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_keys SET locked_until = ? WHERE queue = ? AND routing_key = ? AND lock_token = ?`,
 			until, r.Queue, r.RoutingKey.String, token); err != nil {
 			return time.Time{}, wrap(op, err)
 		}
@@ -582,7 +597,7 @@ func (q *Queue) RemoveTx(ctx context.Context, tx *sqlx.Tx, queue string, keys ..
 			Token       sql.NullString `db:"lock_token"`
 			LockedUntil sql.NullInt64  `db:"locked_until"`
 		}
-		err := tx.GetContext(ctx, &row, `DELETE FROM mq_messages WHERE queue = ? AND message_key = ? RETURNING id, lock_token, locked_until`, queue, key)
+		err := q.stmts.Get(ctx, tx, &row, `DELETE FROM mq_messages WHERE queue = ? AND message_key = ? RETURNING id, lock_token, locked_until`, queue, key)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
@@ -602,13 +617,13 @@ func (q *Queue) RemoveTx(ctx context.Context, tx *sqlx.Tx, queue string, keys ..
 // releaseLost frees what remains of a live batch that lost a message: its other
 // messages become eligible now and its key lock ends.
 func (q *Queue) releaseLost(ctx context.Context, tx *sqlx.Tx, token string, now int64) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = ? WHERE lock_token = ?`, now, token); err != nil {
+	if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = ? WHERE lock_token = ?`, now, token); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM mq_keys WHERE lock_token = ? AND attr IS NULL`, token); err != nil {
+	if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE lock_token = ? AND attr IS NULL`, token); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE mq_keys SET lock_token = NULL, locked_until = NULL WHERE lock_token = ?`, token)
+	_, err := q.stmts.Exec(ctx, tx, `UPDATE mq_keys SET lock_token = NULL, locked_until = NULL WHERE lock_token = ?`, token)
 	return err
 }
 
@@ -630,11 +645,11 @@ func (q *Queue) PurgeKeyTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey s
 	if err := mq.CheckQueue(op, queue); err != nil {
 		return 0, err
 	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM mq_messages WHERE queue = ? AND routing_key = ?`, queue, routingKey)
+	res, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_messages WHERE queue = ? AND routing_key = ?`, queue, routingKey)
 	if err != nil {
 		return 0, wrap(op, err)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ?`, queue, routingKey); err != nil {
+	if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ?`, queue, routingKey); err != nil {
 		return 0, wrap(op, err)
 	}
 	n, err := res.RowsAffected()
@@ -662,13 +677,13 @@ func (q *Queue) SetKeyAttrTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey
 	}
 	var err error
 	if attr != nil {
-		_, err = tx.ExecContext(ctx, `INSERT INTO mq_keys (queue, routing_key, attr) VALUES (?, ?, ?)
+		_, err = q.stmts.Exec(ctx, tx, `INSERT INTO mq_keys (queue, routing_key, attr) VALUES (?, ?, ?)
 			ON CONFLICT (queue, routing_key) DO UPDATE SET attr = excluded.attr`, queue, routingKey, *attr)
 	} else {
-		_, err = tx.ExecContext(ctx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ? AND (locked_until IS NULL OR locked_until <= ?)`,
+		_, err = q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ? AND (locked_until IS NULL OR locked_until <= ?)`,
 			queue, routingKey, micros(q.now()))
 		if err == nil {
-			_, err = tx.ExecContext(ctx, `UPDATE mq_keys SET attr = NULL WHERE queue = ? AND routing_key = ?`, queue, routingKey)
+			_, err = q.stmts.Exec(ctx, tx, `UPDATE mq_keys SET attr = NULL WHERE queue = ? AND routing_key = ?`, queue, routingKey)
 		}
 	}
 	return wrapNil(op, err)
@@ -684,7 +699,7 @@ func wrapNil(op string, err error) error {
 // RenewSessions implements mq.MessageQueue.
 func (q *Queue) RenewSessions(ctx context.Context, queue string, owners []string, extend, idle time.Duration) (int, error) {
 	const op = "renew sessions"
-	if err := mq.CheckQueue(op, queue); err != nil {
+	if err := errors.Join(mq.CheckQueue(op, queue), mq.CheckDuration(op, "extend", extend), mq.CheckDuration(op, "idle", idle)); err != nil {
 		return 0, err
 	}
 	if len(owners) == 0 {
@@ -715,7 +730,7 @@ func (q *Queue) CleanupSessions(ctx context.Context, queue string) (int, error) 
 // of rows it changed.
 func (q *Queue) execCount(ctx context.Context, op, query string, args ...any) (n int, err error) {
 	err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
-		res, err := tx.ExecContext(ctx, query, args...)
+		res, err := q.stmts.Exec(ctx, tx, query, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -741,7 +756,7 @@ func (q *Queue) Stats(ctx context.Context, queue string) (mq.Stats, error) {
 		Locked  sql.NullInt64 `db:"locked"`
 		Delayed sql.NullInt64 `db:"delayed"`
 	}
-	err := q.db.GetContext(ctx, &st, `SELECT
+	err := q.stmts.Get(ctx, q.db, &st, `SELECT
 		SUM(visible_at <= ?) AS ready,
 		SUM(visible_at > ? AND lock_token IS NOT NULL) AS locked,
 		SUM(visible_at > ? AND lock_token IS NULL) AS delayed
@@ -754,8 +769,13 @@ func (q *Queue) Stats(ctx context.Context, queue string) (mq.Stats, error) {
 
 // Close implements mq.MessageQueue. It closes the database only if Open created it.
 func (q *Queue) Close() error {
-	if q.closed.Swap(true) || !q.owned {
+	if q.closed.Swap(true) {
 		return nil
 	}
-	return q.db.Close()
+	q.hub.NotifyAll() // long polls in progress end with ErrClosed
+	err := q.stmts.Close()
+	if q.owned {
+		err = errors.Join(err, q.db.Close())
+	}
+	return err
 }

@@ -18,7 +18,7 @@ CREATE TABLE mq_messages (
 -- DequeueBatch scans eligible messages in (visible_at, id) order.
 CREATE INDEX mq_messages_ready ON mq_messages (queue, visible_at, id);
 -- The messages of one routing key (batch locking, PurgeKey).
-CREATE INDEX mq_messages_routing ON mq_messages (queue, routing_key) WHERE routing_key IS NOT NULL;
+CREATE INDEX mq_messages_routing ON mq_messages (queue, routing_key, visible_at) WHERE routing_key IS NOT NULL;
 -- Message keys are unique among the pending messages of a queue (Remove).
 CREATE UNIQUE INDEX mq_messages_key ON mq_messages (queue, message_key) WHERE message_key IS NOT NULL;
 -- Ack, Abandon and Renew find a batch by its token.
