@@ -1,0 +1,376 @@
+package runtime
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Constants of the history model.
+const (
+	// InitialExecutionID is the id of an instance's first execution.
+	InitialExecutionID uint64 = 1
+	// InitialEventID is the id of an execution's first event.
+	InitialEventID uint64 = 1
+)
+
+// Execution statuses, as stored and reported.
+const (
+	StatusRunning        = "Running"
+	StatusCompleted      = "Completed"
+	StatusFailed         = "Failed"
+	StatusContinuedAsNew = "ContinuedAsNew"
+)
+
+// EventKind discriminates Event.
+type EventKind string
+
+// The event kinds of an orchestration history. The comment names the fields of
+// Event each kind uses besides the common ones.
+const (
+	EventOrchestrationStarted            EventKind = "OrchestrationStarted"            // Name, Version, Input, ParentInstance, ParentID, ParentExecutionID, CarryForward, InitialCustomStatus
+	EventOrchestrationCompleted          EventKind = "OrchestrationCompleted"          // Output
+	EventOrchestrationFailed             EventKind = "OrchestrationFailed"             // Details
+	EventOrchestrationContinuedAsNew     EventKind = "OrchestrationContinuedAsNew"     // Input
+	EventOrchestrationCancelRequested    EventKind = "OrchestrationCancelRequested"    // Reason
+	EventActivityScheduled               EventKind = "ActivityScheduled"               // Name, Input, SessionID, Tag
+	EventActivityCompleted               EventKind = "ActivityCompleted"               // Result
+	EventActivityFailed                  EventKind = "ActivityFailed"                  // Details
+	EventActivityCancelRequested         EventKind = "ActivityCancelRequested"         // Reason
+	EventTimerCreated                    EventKind = "TimerCreated"                    // FireAtMs
+	EventTimerFired                      EventKind = "TimerFired"                      // FireAtMs
+	EventExternalSubscribed              EventKind = "ExternalSubscribed"              // Name
+	EventExternalEvent                   EventKind = "ExternalEvent"                   // Name, Data
+	EventExternalSubscribedCancelled     EventKind = "ExternalSubscribedCancelled"     // Reason
+	EventQueueSubscribed                 EventKind = "QueueSubscribed"                 // Name
+	EventQueueEventDelivered             EventKind = "QueueEventDelivered"             // Name, Data
+	EventQueueSubscriptionCancelled      EventKind = "QueueSubscriptionCancelled"      // Reason
+	EventOrchestrationChained            EventKind = "OrchestrationChained"            // Name, Instance, Input
+	EventSubOrchestrationScheduled       EventKind = "SubOrchestrationScheduled"       // Name, Instance, Input
+	EventSubOrchestrationCompleted       EventKind = "SubOrchestrationCompleted"       // Result
+	EventSubOrchestrationFailed          EventKind = "SubOrchestrationFailed"          // Details
+	EventSubOrchestrationCancelRequested EventKind = "SubOrchestrationCancelRequested" // Reason
+	EventCustomStatusUpdated             EventKind = "CustomStatusUpdated"             // Status (nil = cleared)
+	EventKeyValueSet                     EventKind = "KeyValueSet"                     // Key, Value, LastUpdatedAtMs
+	EventKeyValueCleared                 EventKind = "KeyValueCleared"                 // Key
+	EventKeyValuesCleared                EventKind = "KeyValuesCleared"                // (none)
+)
+
+// NameData is a named payload (carried-forward queue messages).
+type NameData struct {
+	Name string `msgpack:"n"`
+	Data string `msgpack:"d"`
+}
+
+// Event is one entry of an execution's history. The kind decides which of the
+// optional fields are meaningful (see the EventKind constants); the rest stay zero.
+// Events are written by the runtime and stored verbatim by providers.
+type Event struct {
+	Kind          EventKind `msgpack:"k"`
+	EventID       uint64    `msgpack:"id"`            // 1-based, contiguous per execution
+	SourceEventID uint64    `msgpack:"src,omitempty"` // the scheduling event a completion answers; 0 = none
+	InstanceID    string    `msgpack:"i,omitempty"`
+	ExecutionID   uint64    `msgpack:"x,omitempty"`
+	TimestampMs   int64     `msgpack:"ts,omitempty"`
+	// RuntimeVersion is the semver of the runtime that wrote the event.
+	RuntimeVersion string `msgpack:"rv,omitempty"`
+
+	Name                string        `msgpack:"name,omitempty"`
+	Version             string        `msgpack:"ver,omitempty"`
+	Input               string        `msgpack:"in,omitempty"`
+	Output              string        `msgpack:"out,omitempty"`
+	Result              string        `msgpack:"res,omitempty"`
+	Data                string        `msgpack:"data,omitempty"`
+	Reason              string        `msgpack:"why,omitempty"`
+	Instance            string        `msgpack:"inst,omitempty"` // child instance of a sub-orchestration or chained start
+	ParentInstance      string        `msgpack:"pi,omitempty"`
+	ParentID            uint64        `msgpack:"pid,omitempty"`
+	ParentExecutionID   uint64        `msgpack:"px,omitempty"`
+	SessionID           string        `msgpack:"sess,omitempty"`
+	Tag                 string        `msgpack:"tag,omitempty"`
+	FireAtMs            int64         `msgpack:"fire,omitempty"`
+	Details             *ErrorDetails `msgpack:"err,omitempty"`
+	Status              *string       `msgpack:"cs,omitempty"` // custom status; nil clears
+	Key                 string        `msgpack:"key,omitempty"`
+	Value               string        `msgpack:"val,omitempty"`
+	LastUpdatedAtMs     int64         `msgpack:"kvts,omitempty"`
+	CarryForward        []NameData    `msgpack:"cf,omitempty"`
+	InitialCustomStatus *string       `msgpack:"ics,omitempty"`
+}
+
+// IsTerminal reports whether the event ends its execution.
+func (e *Event) IsTerminal() bool {
+	switch e.Kind {
+	case EventOrchestrationCompleted, EventOrchestrationFailed, EventOrchestrationContinuedAsNew:
+		return true
+	}
+	return false
+}
+
+// WorkItemKind discriminates WorkItem.
+type WorkItemKind string
+
+// The work item kinds. The comment names the queue and the fields each kind uses.
+const (
+	WorkStartOrchestration WorkItemKind = "StartOrchestration" // orchestrator: Instance, Name, Input, Version, ParentInstance, ParentID, ParentExecutionID, ExecutionID
+	WorkActivityExecute    WorkItemKind = "ActivityExecute"    // worker: Instance, ExecutionID, ID, Name, Input, SessionID, Tag
+	WorkActivityCompleted  WorkItemKind = "ActivityCompleted"  // orchestrator: Instance, ExecutionID, ID, Result
+	WorkActivityFailed     WorkItemKind = "ActivityFailed"     // orchestrator: Instance, ExecutionID, ID, Details
+	WorkTimerFired         WorkItemKind = "TimerFired"         // orchestrator, visible at FireAtMs: Instance, ExecutionID, ID, FireAtMs
+	WorkExternalRaised     WorkItemKind = "ExternalRaised"     // orchestrator: Instance, Name, Data
+	WorkQueueMessage       WorkItemKind = "QueueMessage"       // orchestrator: Instance, Name, Data
+	WorkSubOrchCompleted   WorkItemKind = "SubOrchCompleted"   // orchestrator of ParentInstance: ParentInstance, ParentExecutionID, ParentID, Result
+	WorkSubOrchFailed      WorkItemKind = "SubOrchFailed"      // orchestrator of ParentInstance: ParentInstance, ParentExecutionID, ParentID, Details
+	WorkCancelInstance     WorkItemKind = "CancelInstance"     // orchestrator: Instance, Reason
+	WorkContinueAsNew      WorkItemKind = "ContinueAsNew"      // orchestrator: Instance, Name, Input, Version, CarryForward, InitialCustomStatus, Parent*
+)
+
+// WorkItem is a message of the orchestrator or worker queue. The kind decides which
+// fields are meaningful (see the WorkItemKind constants).
+type WorkItem struct {
+	Kind                WorkItemKind  `msgpack:"k"`
+	Instance            string        `msgpack:"i,omitempty"`
+	ExecutionID         uint64        `msgpack:"x,omitempty"`
+	ID                  uint64        `msgpack:"id,omitempty"` // the scheduling event id (activity, timer)
+	Name                string        `msgpack:"name,omitempty"`
+	Version             string        `msgpack:"ver,omitempty"` // "" = unspecified
+	Input               string        `msgpack:"in,omitempty"`
+	Result              string        `msgpack:"res,omitempty"`
+	Data                string        `msgpack:"data,omitempty"`
+	Reason              string        `msgpack:"why,omitempty"`
+	ParentInstance      string        `msgpack:"pi,omitempty"`
+	ParentID            uint64        `msgpack:"pid,omitempty"`
+	ParentExecutionID   uint64        `msgpack:"px,omitempty"`
+	SessionID           string        `msgpack:"sess,omitempty"`
+	Tag                 string        `msgpack:"tag,omitempty"`
+	FireAtMs            int64         `msgpack:"fire,omitempty"`
+	Details             *ErrorDetails `msgpack:"err,omitempty"`
+	CarryForward        []NameData    `msgpack:"cf,omitempty"`
+	InitialCustomStatus *string       `msgpack:"ics,omitempty"`
+}
+
+// TargetInstance is the instance whose orchestrator queue the item belongs to: the
+// parent for sub-orchestration completions, else Instance.
+func (w *WorkItem) TargetInstance() string {
+	if w.Kind == WorkSubOrchCompleted || w.Kind == WorkSubOrchFailed {
+		return w.ParentInstance
+	}
+	return w.Instance
+}
+
+// ErrorKind is the category of an ErrorDetails.
+type ErrorKind string
+
+// Error categories.
+const (
+	ErrorInfrastructure ErrorKind = "Infrastructure" // Operation, Message, Retryable
+	ErrorConfiguration  ErrorKind = "Configuration"  // ConfigKind, Resource, Message
+	ErrorApplication    ErrorKind = "Application"    // AppKind, Message, Retryable, Reason (Cancelled)
+	ErrorPoison         ErrorKind = "Poison"         // AttemptCount, MaxAttempts, PoisonType, Instance, ExecutionID, ActivityName, ActivityID, Message
+)
+
+// Sub-kinds of ErrorDetails.
+const (
+	ConfigNondeterminism = "Nondeterminism"
+
+	AppActivityFailed      = "ActivityFailed"
+	AppOrchestrationFailed = "OrchestrationFailed"
+	AppPanicked            = "Panicked"
+	AppCancelled           = "Cancelled"
+
+	PoisonOrchestration         = "Orchestration"
+	PoisonActivity              = "Activity"
+	PoisonFailedDeserialization = "FailedDeserialization"
+)
+
+// ErrorDetails describes a failure recorded in history or sent in a work item.
+type ErrorDetails struct {
+	Kind         ErrorKind `msgpack:"k"`
+	Message      string    `msgpack:"msg,omitempty"`
+	Retryable    bool      `msgpack:"retry,omitempty"`
+	Operation    string    `msgpack:"op,omitempty"`
+	ConfigKind   string    `msgpack:"ck,omitempty"`
+	Resource     string    `msgpack:"res,omitempty"`
+	AppKind      string    `msgpack:"ak,omitempty"`
+	Reason       string    `msgpack:"why,omitempty"`
+	AttemptCount uint32    `msgpack:"att,omitempty"`
+	MaxAttempts  uint32    `msgpack:"max,omitempty"`
+	PoisonType   string    `msgpack:"pt,omitempty"`
+	Instance     string    `msgpack:"i,omitempty"`
+	ExecutionID  uint64    `msgpack:"x,omitempty"`
+	ActivityName string    `msgpack:"an,omitempty"`
+	ActivityID   uint64    `msgpack:"aid,omitempty"`
+	Error        string    `msgpack:"e,omitempty"` // the decode error of FailedDeserialization
+}
+
+// DisplayMessage renders the failure for humans and for an execution's output.
+func (d *ErrorDetails) DisplayMessage() string {
+	if d == nil {
+		return ""
+	}
+	switch d.Kind {
+	case ErrorInfrastructure:
+		return fmt.Sprintf("infrastructure error in %s: %s", d.Operation, d.Message)
+	case ErrorConfiguration:
+		msg := fmt.Sprintf("configuration error: %s", strings.ToLower(d.ConfigKind))
+		if d.Resource != "" {
+			msg += " (" + d.Resource + ")"
+		}
+		if d.Message != "" {
+			msg += ": " + d.Message
+		}
+		return msg
+	case ErrorPoison:
+		switch d.PoisonType {
+		case PoisonFailedDeserialization:
+			return fmt.Sprintf("poison: history deserialization failed for %s execution %d: %s", d.Instance, d.ExecutionID, d.Error)
+		case PoisonActivity:
+			return fmt.Sprintf("poison: activity %s (id %d) exceeded %d attempts (%d)", d.ActivityName, d.ActivityID, d.MaxAttempts, d.AttemptCount)
+		default:
+			return fmt.Sprintf("poison: orchestration %s exceeded %d attempts (%d)", d.Instance, d.MaxAttempts, d.AttemptCount)
+		}
+	default:
+		if d.AppKind == AppCancelled {
+			return "canceled: " + d.Reason
+		}
+		return d.Message
+	}
+}
+
+// SemVer is a semantic version (the runtime version that pins an execution).
+type SemVer struct {
+	Major, Minor, Patch uint32
+}
+
+// ParseSemVer parses "MAJOR.MINOR.PATCH" (a pre-release or build suffix is ignored).
+func ParseSemVer(s string) (SemVer, error) {
+	core, _, _ := strings.Cut(s, "-")
+	core, _, _ = strings.Cut(core, "+")
+	var v SemVer
+	if n, err := fmt.Sscanf(core, "%d.%d.%d", &v.Major, &v.Minor, &v.Patch); err != nil || n != 3 {
+		return SemVer{}, fmt.Errorf("runtime: parse version %q: want MAJOR.MINOR.PATCH", s)
+	}
+	return v, nil
+}
+
+// MustSemVer is ParseSemVer for constants; it panics on a malformed version.
+func MustSemVer(s string) SemVer {
+	v, err := ParseSemVer(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func (v SemVer) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// Ordinal maps the version to an integer that preserves version order (20 bits of
+// minor and patch, the rest major), so stores can compare versions in SQL.
+func (v SemVer) Ordinal() int64 {
+	return int64(v.Major)<<40 | int64(v.Minor&0xFFFFF)<<20 | int64(v.Patch&0xFFFFF)
+}
+
+// SemVerRange is an inclusive range of versions.
+type SemVerRange struct {
+	Min, Max SemVer
+}
+
+// CapabilityFilter restricts which executions a dispatcher may process, by the
+// runtime version each execution is pinned to. Executions with no pin always pass.
+// A filter with no ranges passes nothing. Providers may honour only the first range.
+type CapabilityFilter struct {
+	SupportedVersions []SemVerRange
+}
+
+// TagMode is the kind of a TagFilter.
+type TagMode uint8
+
+// The five tag filters; TagDefaultOnly is the zero value, as in duroxide.
+const (
+	TagDefaultOnly TagMode = iota // only untagged activities
+	TagOnly                       // only activities with one of Tags
+	TagDefaultAnd                 // untagged activities and those with one of Tags
+	TagAny                        // every activity
+	TagNone                       // no activity (orchestrator-only runtime)
+)
+
+// TagFilter selects the activities a worker fetches by tag. The zero value is
+// DefaultOnly.
+type TagFilter struct {
+	Mode TagMode
+	Tags []string
+}
+
+// SessionFetchConfig makes FetchWorkItem session-aware for one owner (worker node).
+type SessionFetchConfig struct {
+	OwnerID     string
+	LockTimeout Duration
+}
+
+// ScheduledActivityIdentifier names one scheduled activity, for cancellation.
+type ScheduledActivityIdentifier struct {
+	Instance    string
+	ExecutionID uint64
+	ActivityID  uint64
+}
+
+// ExecutionMetadata is what the runtime tells the provider about an execution when it
+// acks a turn. Nil fields leave the stored value unchanged.
+type ExecutionMetadata struct {
+	Status               *string // Completed, Failed or ContinuedAsNew when the turn ends the execution
+	Output               *string
+	OrchestrationName    *string
+	OrchestrationVersion *string
+	ParentInstanceID     *string
+	// PinnedVersion, when set, overwrites the execution's pinned runtime version.
+	PinnedVersion *SemVer
+}
+
+// KVValue is one entry of an instance's key-value state.
+type KVValue struct {
+	Value           string
+	LastUpdatedAtMs int64
+}
+
+// OrchestrationItem is a locked batch of orchestrator messages of one instance, with
+// the current execution's history.
+type OrchestrationItem struct {
+	Instance          string
+	OrchestrationName string
+	ExecutionID       uint64 // the instance's current execution (1 for a new instance)
+	Version           string
+	History           []Event    // of ExecutionID, ordered by EventID
+	Messages          []WorkItem // in enqueue order
+	// HistoryError is set, with History empty, when the stored history cannot be
+	// decoded; the lock is held and the attempt counted all the same.
+	HistoryError string
+	// KVSnapshot is the KV state as of the end of the previous execution.
+	KVSnapshot   map[string]KVValue
+	LockToken    string
+	AttemptCount uint32 // the largest attempt count of the batch's messages
+}
+
+// OrchestrationAck is what a turn commits with AckOrchestrationItem.
+type OrchestrationAck struct {
+	ExecutionID         uint64
+	HistoryDelta        []Event
+	WorkerItems         []WorkItem
+	OrchestratorItems   []WorkItem
+	Metadata            ExecutionMetadata
+	CancelledActivities []ScheduledActivityIdentifier
+}
+
+// WorkItemLease is a locked worker-queue item.
+type WorkItemLease struct {
+	Item         WorkItem
+	LockToken    string
+	AttemptCount uint32
+}
+
+// SystemStats describes one instance's current execution and state.
+type SystemStats struct {
+	HistoryEventCount uint64
+	HistorySizeBytes  uint64
+	QueuePendingCount uint64
+	KVUserKeyCount    uint64
+	KVTotalValueBytes uint64
+}
