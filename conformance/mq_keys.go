@@ -19,6 +19,8 @@ var messageKeyCases = []mqCase{
 	{"MessageKeyIsReusableAfterAckOrRemove", testMessageKeyIsReusableAfterAckOrRemove},
 	{"PurgeKeyDeletesEveryMessageOfTheKey", testPurgeKeyDeletesEveryMessageOfTheKey},
 	{"PurgeKeyOfEmptyRoutingKeyDeletesNoUnkeyedMessage", testPurgeKeyOfEmptyRoutingKeyDeletesNoUnkeyedMessage},
+	{"RemovePrefixDeletesExactlyTheKeysWithThePrefix", testRemovePrefixDeletesExactlyTheKeysWithThePrefix},
+	{"KeyStatsCountOneRoutingKey", testKeyStatsCountOneRoutingKey},
 }
 
 // keyed returns a message of qn with routing key rk (may be empty) and message key k.
@@ -203,4 +205,41 @@ func testPurgeKeyOfEmptyRoutingKeyDeletesNoUnkeyedMessage(t *testing.T, e env) {
 		t.Fatalf("PurgeKey(\"\") = %d, want 0: un-keyed messages have no routing key", n)
 	}
 	wantStats(t, q, qn, mq.Stats{Ready: 2}, "PurgeKey(\"\") must not delete un-keyed messages")
+}
+
+func testRemovePrefixDeletesExactlyTheKeysWithThePrefix(t *testing.T, e env) {
+	q := e.open(t)
+	put(t, q, keyed("", "job/1", "j1"), keyed("", "job/2", "j2"), keyed("", "job/3", "j3"),
+		keyed("", "jobs/1", "other"), keyed("", "jo", "short"), keyed("", "", "keyless"))
+	locked := fetchPayloads(t, q, mq.DequeueOptions{}, "the first job", "j1")
+	n, err := q.RemovePrefix(t.Context(), qn, "job/")
+	if err != nil || n != 3 {
+		t.Fatalf("RemovePrefix(job/) = %d, %v; want 3 (two pending, one locked)", n, err)
+	}
+	wantLockLost(t, q.Ack(t.Context(), locked.Token), "ack", "the holder's Ack after RemovePrefix removed its message")
+	for _, p := range []string{"other", "short", "keyless"} {
+		fetchPayloads(t, q, mq.DequeueOptions{}, "messages whose key lacks the prefix stay", p)
+	}
+	mustFetchNothing(t, q, mq.DequeueOptions{}, "the prefixed messages are gone")
+	_, err = q.RemovePrefix(t.Context(), qn, "")
+	wantErr(t, err, mq.ErrInvalid, "remove prefix", "an empty prefix would match every keyed message")
+}
+
+func testKeyStatsCountOneRoutingKey(t *testing.T, e env) {
+	q := e.open(t)
+	put(t, q, kmsg("A", "a1"), kmsg("A", "a2"), kmsg("B", "b1"), msg("u1"))
+	put(t, q, mq.Message{Queue: qn, RoutingKey: "A", Payload: []byte("later"), Delay: long})
+	st, err := q.KeyStats(t.Context(), qn, "A")
+	if err != nil || st != (mq.Stats{Ready: 2, Delayed: 1}) {
+		t.Fatalf("KeyStats(A) = %+v, %v; want 2 ready and 1 delayed", st, err)
+	}
+	fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key A", "a1", "a2")
+	st, err = q.KeyStats(t.Context(), qn, "A")
+	if err != nil || st != (mq.Stats{Locked: 2, Delayed: 1}) {
+		t.Fatalf("KeyStats(A) while locked = %+v, %v; want 2 locked and 1 delayed", st, err)
+	}
+	st, err = q.KeyStats(t.Context(), qn, "none")
+	if err != nil || st != (mq.Stats{}) {
+		t.Fatalf("KeyStats of a key without messages = %+v, %v; want zero", st, err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/duroq/duroq/internal/memtx"
@@ -485,6 +486,35 @@ func (s *Memory) existing(op, queue string) (*memQueue, error) {
 	return s.queues[queue], nil
 }
 
+// RemovePrefix implements MessageQueue.
+func (s *Memory) RemovePrefix(ctx context.Context, queue, prefix string) (n int, err error) {
+	err = s.run(ctx, "remove prefix", func(tx *memtx.Tx) error {
+		n, err = s.RemovePrefixTx(tx, queue, prefix)
+		return err
+	})
+	return n, err
+}
+
+// RemovePrefixTx is RemovePrefix inside tx.
+func (s *Memory) RemovePrefixTx(tx *memtx.Tx, queue, prefix string) (int, error) {
+	const op = "remove prefix"
+	if err := checkName(op, "prefix", prefix, true); err != nil {
+		return 0, err
+	}
+	q, err := s.existing(op, queue)
+	if q == nil || err != nil {
+		return 0, err
+	}
+	n := 0
+	for key, m := range q.byKey {
+		if strings.HasPrefix(key, prefix) {
+			s.removeMsg(tx, q, m)
+			n++
+		}
+	}
+	return n, nil
+}
+
 // removeMsg deletes m; if m was locked, the rest of its batch is released.
 func (s *Memory) removeMsg(tx *memtx.Tx, q *memQueue, m *memMsg) {
 	if m.token != "" {
@@ -613,20 +643,38 @@ func (s *Memory) Stats(ctx context.Context, queue string) (st Stats, err error) 
 		if q == nil || err != nil {
 			return err
 		}
-		now := s.now()
-		for _, m := range q.msgs {
-			switch {
-			case !m.visibleAt.After(now):
-				st.Ready++
-			case m.token != "":
-				st.Locked++
-			default:
-				st.Delayed++
-			}
-		}
+		st = count(q.msgs, s.now())
 		return nil
 	})
 	return st, err
+}
+
+// KeyStats implements MessageQueue.
+func (s *Memory) KeyStats(ctx context.Context, queue, routingKey string) (st Stats, err error) {
+	const op = "key stats"
+	err = s.run(ctx, op, func(*memtx.Tx) error {
+		q, err := s.existing(op, queue)
+		if q == nil || err != nil {
+			return err
+		}
+		st = count(q.byRoute[routingKey], s.now())
+		return nil
+	})
+	return st, err
+}
+
+func count(msgs map[int64]*memMsg, now time.Time) (st Stats) {
+	for _, m := range msgs {
+		switch {
+		case !m.visibleAt.After(now):
+			st.Ready++
+		case m.token != "":
+			st.Locked++
+		default:
+			st.Delayed++
+		}
+	}
+	return st
 }
 
 // Close implements MessageQueue.

@@ -206,6 +206,10 @@ type MessageQueue interface {
 	// ErrLockLost and the batch's other messages become eligible again.
 	Remove(ctx context.Context, queue string, keys ...string) (int, error)
 
+	// RemovePrefix is Remove for every pending message of queue whose message key
+	// starts with prefix (which must not be empty).
+	RemovePrefix(ctx context.Context, queue, prefix string) (int, error)
+
 	// PurgeKey deletes every message of the routing key in queue, locked or not, and
 	// forgets the key's attribute. Holders of its lock lose it as with Remove.
 	PurgeKey(ctx context.Context, queue, routingKey string) (int, error)
@@ -226,6 +230,9 @@ type MessageQueue interface {
 
 	// Stats counts the messages of queue.
 	Stats(ctx context.Context, queue string) (Stats, error)
+
+	// KeyStats counts the messages of one routing key of queue.
+	KeyStats(ctx context.Context, queue, routingKey string) (Stats, error)
 
 	// Close releases the queue's resources. Pending messages stay stored (for
 	// durable backends). Close is idempotent.

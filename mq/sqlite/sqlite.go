@@ -614,6 +614,67 @@ func (q *Queue) RemoveTx(ctx context.Context, tx *sqlx.Tx, queue string, keys ..
 	return n, nil
 }
 
+// RemovePrefix implements mq.MessageQueue.
+func (q *Queue) RemovePrefix(ctx context.Context, queue, prefix string) (n int, err error) {
+	err = q.run(ctx, "remove prefix", func(tx *sqlx.Tx) ([]string, error) {
+		n, err = q.RemovePrefixTx(ctx, tx, queue, prefix)
+		return []string{queue}, err
+	})
+	return n, err
+}
+
+// RemovePrefixTx is RemovePrefix inside tx. Call Notify after commit.
+func (q *Queue) RemovePrefixTx(ctx context.Context, tx *sqlx.Tx, queue, prefix string) (int, error) {
+	const op = "remove prefix"
+	if q.closed.Load() {
+		return 0, mq.Closed(op)
+	}
+	if err := errors.Join(mq.CheckQueue(op, queue), nonEmpty(op, "prefix", prefix)); err != nil {
+		return 0, err
+	}
+	// The key range [prefix, end) uses the message-key index; keys are compared
+	// bytewise (BINARY collation).
+	query, args := `DELETE FROM mq_messages WHERE queue = ? AND message_key >= ?`, []any{queue, prefix}
+	if end, ok := prefixEnd(prefix); ok {
+		query, args = query+` AND message_key < ?`, append(args, end)
+	}
+	var rows []struct {
+		Token       sql.NullString `db:"lock_token"`
+		LockedUntil sql.NullInt64  `db:"locked_until"`
+	}
+	if err := q.stmts.Select(ctx, tx, &rows, query+` RETURNING lock_token, locked_until`, args...); err != nil {
+		return 0, wrap(op, err)
+	}
+	now := micros(q.now())
+	for _, r := range rows {
+		if r.Token.Valid && r.LockedUntil.Int64 > now {
+			if err := q.releaseLost(ctx, tx, r.Token.String, now); err != nil {
+				return 0, wrap(op, err)
+			}
+		}
+	}
+	return len(rows), nil
+}
+
+// prefixEnd is the smallest string greater than every string starting with p.
+func prefixEnd(p string) (string, bool) {
+	b := []byte(p)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1]), true
+		}
+	}
+	return "", false
+}
+
+func nonEmpty(op, field, v string) error {
+	if v == "" {
+		return &mq.InvalidError{Op: op, Field: field, Reason: "must not be empty"}
+	}
+	return nil
+}
+
 // releaseLost frees what remains of a live batch that lost a message: its other
 // messages become eligible now and its key lock ends.
 func (q *Queue) releaseLost(ctx context.Context, tx *sqlx.Tx, token string, now int64) error {
@@ -672,8 +733,8 @@ func (q *Queue) SetKeyAttrTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey
 	if err := mq.CheckQueue(op, queue); err != nil {
 		return err
 	}
-	if routingKey == "" {
-		return &mq.InvalidError{Op: op, Field: "routing key", Reason: "must not be empty"}
+	if err := nonEmpty(op, "routing key", routingKey); err != nil {
+		return err
 	}
 	var err error
 	if attr != nil {
@@ -743,12 +804,24 @@ func (q *Queue) execCount(ctx context.Context, op, query string, args ...any) (n
 
 // Stats implements mq.MessageQueue.
 func (q *Queue) Stats(ctx context.Context, queue string) (mq.Stats, error) {
-	const op = "stats"
+	return q.stats(ctx, "stats", queue, nil)
+}
+
+// KeyStats implements mq.MessageQueue.
+func (q *Queue) KeyStats(ctx context.Context, queue, routingKey string) (mq.Stats, error) {
+	return q.stats(ctx, "key stats", queue, &routingKey)
+}
+
+func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string) (mq.Stats, error) {
 	if q.closed.Load() {
 		return mq.Stats{}, mq.Closed(op)
 	}
 	if err := mq.CheckQueue(op, queue); err != nil {
 		return mq.Stats{}, err
+	}
+	where, args := ` WHERE queue = ?`, []any{queue}
+	if routingKey != nil {
+		where, args = where+` AND routing_key = ?`, append(args, *routingKey)
 	}
 	now := micros(q.now())
 	var st struct {
@@ -760,7 +833,7 @@ func (q *Queue) Stats(ctx context.Context, queue string) (mq.Stats, error) {
 		SUM(visible_at <= ?) AS ready,
 		SUM(visible_at > ? AND lock_token IS NOT NULL) AS locked,
 		SUM(visible_at > ? AND lock_token IS NULL) AS delayed
-		FROM mq_messages WHERE queue = ?`, now, now, now, queue)
+		FROM mq_messages`+where, append([]any{now, now, now}, args...)...)
 	if err != nil {
 		return mq.Stats{}, wrap(op, err)
 	}
