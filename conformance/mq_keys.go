@@ -233,10 +233,20 @@ func testKeyStatsCountOneRoutingKey(t *testing.T, e env) {
 	if err != nil || st != (mq.Stats{Ready: 2, Delayed: 1}) {
 		t.Fatalf("KeyStats(A) = %+v, %v; want 2 ready and 1 delayed", st, err)
 	}
-	fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key A", "a1", "a2")
+	a := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key A", "a1", "a2")
 	st, err = q.KeyStats(t.Context(), qn, "A")
-	if err != nil || st != (mq.Stats{Locked: 2, Delayed: 1}) {
-		t.Fatalf("KeyStats(A) while locked = %+v, %v; want 2 locked and 1 delayed", st, err)
+	if err != nil || st != (mq.Stats{Locked: 2, Delayed: 1, MaxAttempt: 1}) {
+		t.Fatalf("KeyStats(A) while locked = %+v, %v; want 2 locked and 1 delayed, max attempt 1", st, err)
+	}
+	if err := q.Abandon(t.Context(), a.Token, mq.AbandonOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Abandoned messages become visible now, behind the older b1 and u1.
+	fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key B", "b1")
+	fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "u1", "u1")
+	fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key A again", "a1", "a2")
+	if st, err = q.KeyStats(t.Context(), qn, "A"); err != nil || st.MaxAttempt != 2 {
+		t.Fatalf("KeyStats(A) after a second fetch = %+v, %v; want max attempt 2", st, err)
 	}
 	st, err = q.KeyStats(t.Context(), qn, "none")
 	if err != nil || st != (mq.Stats{}) {

@@ -665,6 +665,7 @@ func (s *Memory) KeyStats(ctx context.Context, queue, routingKey string) (st Sta
 
 func count(msgs map[int64]*memMsg, now time.Time) (st Stats) {
 	for _, m := range msgs {
+		st.MaxAttempt = max(st.MaxAttempt, m.attempts)
 		switch {
 		case !m.visibleAt.After(now):
 			st.Ready++

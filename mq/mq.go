@@ -154,6 +154,9 @@ type Stats struct {
 	Ready   int // visible and not locked (a message of a locked key counts as ready)
 	Delayed int // not yet visible
 	Locked  int // held by a consumer under a live lock
+	// MaxAttempt is the largest attempt count among the messages (0 when none was
+	// ever fetched): a poison indicator.
+	MaxAttempt int
 }
 
 // MessageQueue is a durable, peek-lock, at-least-once queue of opaque messages with

@@ -828,16 +828,18 @@ func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string)
 		Ready   sql.NullInt64 `db:"ready"`
 		Locked  sql.NullInt64 `db:"locked"`
 		Delayed sql.NullInt64 `db:"delayed"`
+		Max     sql.NullInt64 `db:"max_attempt"`
 	}
 	err := q.stmts.Get(ctx, q.db, &st, `SELECT
 		SUM(visible_at <= ?) AS ready,
 		SUM(visible_at > ? AND lock_token IS NOT NULL) AS locked,
-		SUM(visible_at > ? AND lock_token IS NULL) AS delayed
+		SUM(visible_at > ? AND lock_token IS NULL) AS delayed,
+		MAX(attempts) AS max_attempt
 		FROM mq_messages`+where, append([]any{now, now, now}, args...)...)
 	if err != nil {
 		return mq.Stats{}, wrap(op, err)
 	}
-	return mq.Stats{Ready: int(st.Ready.Int64), Locked: int(st.Locked.Int64), Delayed: int(st.Delayed.Int64)}, nil
+	return mq.Stats{Ready: int(st.Ready.Int64), Locked: int(st.Locked.Int64), Delayed: int(st.Delayed.Int64), MaxAttempt: int(st.Max.Int64)}, nil
 }
 
 // Close implements mq.MessageQueue. It closes the database only if Open created it.
