@@ -10,6 +10,7 @@ import (
 
 // lockCases: lock expiry, renew, abandon, attempt counts.
 var lockCases = []mqCase{
+	{"LockDescribesALiveLockAndFailsOnALostOne", testLockDescribesALiveLockAndFailsOnALostOne},
 	{"LockExpiryRedeliversWithNewTokenAndNextAttempt", testLockExpiryRedeliversWithNewTokenAndNextAttempt},
 	{"AckAfterLockExpiryFailsAndChangesNothing", testAckAfterLockExpiryFailsAndChangesNothing},
 	{"UnknownOrEmptyTokenFailsAndKeepsLiveLock", testUnknownOrEmptyTokenFailsAndKeepsLiveLock},
@@ -275,4 +276,25 @@ func testAttemptCountsAndMaxAttempt(t *testing.T, e env) {
 	if !slices.Equal(ids(b), ids1) {
 		t.Fatalf("a refetch after Abandon returned IDs %v, want the same messages %v", ids(b), ids1)
 	}
+}
+
+func testLockDescribesALiveLockAndFailsOnALostOne(t *testing.T, e env) {
+	q := e.open(t)
+	put(t, q, kmsg("A", "a1"), kmsg("A", "a2"), msg("u1"))
+	b := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key A", "a1", "a2")
+	li, err := q.Lock(t.Context(), b.Token)
+	if err != nil || li.Queue != qn || li.RoutingKey != "A" || li.Messages != 2 || !li.LockedUntil.Equal(b.LockedUntil) {
+		t.Fatalf("Lock of a live batch = %+v, %v; want queue %q, key A, 2 messages, until %v", li, err, qn, b.LockedUntil)
+	}
+	u := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "u1", "u1")
+	if li, err := q.Lock(t.Context(), u.Token); err != nil || li.RoutingKey != "" || li.Messages != 1 {
+		t.Fatalf("Lock of an un-keyed batch = %+v, %v; want no key and 1 message", li, err)
+	}
+	if err := q.Ack(t.Context(), b.Token); err != nil {
+		t.Fatal(err)
+	}
+	_, err = q.Lock(t.Context(), b.Token)
+	wantLockLost(t, err, "lock", "Lock of an acked batch")
+	_, err = q.Lock(t.Context(), "no-such-token")
+	wantLockLost(t, err, "lock", "Lock of an unknown token")
 }

@@ -308,6 +308,27 @@ func (s *Memory) live(op, token string) (*memLock, *memQueue, error) {
 	return lk, s.queues[lk.queue], nil
 }
 
+// Domain returns the transaction domain of the queue, for the *Tx methods.
+func (s *Memory) Domain() *memtx.Domain { return s.domain }
+
+// Lock implements MessageQueue.
+func (s *Memory) Lock(ctx context.Context, token string) (li LockInfo, err error) {
+	err = s.run(ctx, "lock", func(tx *memtx.Tx) error {
+		li, err = s.LockTx(tx, token)
+		return err
+	})
+	return li, err
+}
+
+// LockTx is Lock inside tx.
+func (s *Memory) LockTx(tx *memtx.Tx, token string) (LockInfo, error) {
+	lk, _, err := s.live("lock", token)
+	if err != nil {
+		return LockInfo{}, err
+	}
+	return LockInfo{Queue: lk.queue, RoutingKey: lk.routingKey, LockedUntil: lk.lockedUntil, Messages: len(lk.ids)}, nil
+}
+
 // Ack implements MessageQueue.
 func (s *Memory) Ack(ctx context.Context, token string, then ...Message) error {
 	return s.run(ctx, "ack", func(tx *memtx.Tx) error { return s.AckTx(tx, token, then...) })

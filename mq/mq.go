@@ -149,6 +149,14 @@ type AbandonOptions struct {
 	IgnoreAttempt bool
 }
 
+// LockInfo describes a live lock.
+type LockInfo struct {
+	Queue       string
+	RoutingKey  string // empty for an un-keyed message
+	LockedUntil time.Time
+	Messages    int // how many messages the lock holds
+}
+
 // Stats describes the messages of one queue at one instant.
 type Stats struct {
 	Ready   int // visible and not locked (a message of a locked key counts as ready)
@@ -197,6 +205,9 @@ type MessageQueue interface {
 	// Abandon releases the batch: its messages become visible again (after
 	// opts.Delay) and its key is unlocked. ErrLockLost as for Ack.
 	Abandon(ctx context.Context, token string, opts AbandonOptions) error
+
+	// Lock describes the live lock of token; ErrLockLost as for Ack.
+	Lock(ctx context.Context, token string) (LockInfo, error)
 
 	// Renew extends a live lock to now+extend and returns the new expiry. It MUST fail
 	// with ErrLockLost when the lock is no longer held. Renewing a batch of a session

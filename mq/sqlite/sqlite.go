@@ -528,6 +528,40 @@ func (q *Queue) abandon(ctx context.Context, tx *sqlx.Tx, token string, opts mq.
 	return rows[0].Queue, nil
 }
 
+// Lock implements mq.MessageQueue.
+func (q *Queue) Lock(ctx context.Context, token string) (li mq.LockInfo, err error) {
+	err = q.run(ctx, "lock", func(tx *sqlx.Tx) ([]string, error) {
+		li, err = q.LockTx(ctx, tx, token)
+		return nil, err
+	})
+	return li, err
+}
+
+// LockTx is Lock inside tx.
+func (q *Queue) LockTx(ctx context.Context, tx *sqlx.Tx, token string) (mq.LockInfo, error) {
+	const op = "lock"
+	if q.closed.Load() {
+		return mq.LockInfo{}, mq.Closed(op)
+	}
+	if err := mq.CheckToken(op, token); err != nil {
+		return mq.LockInfo{}, err
+	}
+	var rows []struct {
+		Queue       string         `db:"queue"`
+		RoutingKey  sql.NullString `db:"routing_key"`
+		LockedUntil int64          `db:"locked_until"`
+	}
+	if err := q.stmts.Select(ctx, tx, &rows, `SELECT queue, routing_key, locked_until FROM mq_messages WHERE lock_token = ? AND locked_until > ?`,
+		token, micros(q.now())); err != nil {
+		return mq.LockInfo{}, wrap(op, err)
+	}
+	if len(rows) == 0 {
+		return mq.LockInfo{}, mq.LockLost(op, token)
+	}
+	r := rows[0]
+	return mq.LockInfo{Queue: r.Queue, RoutingKey: r.RoutingKey.String, LockedUntil: fromMicros(r.LockedUntil), Messages: len(rows)}, nil
+}
+
 // Renew implements mq.MessageQueue.
 func (q *Queue) Renew(ctx context.Context, token string, extend time.Duration) (until time.Time, err error) {
 	err = q.run(ctx, "renew", func(tx *sqlx.Tx) ([]string, error) {
