@@ -1,0 +1,260 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/duroq/duroq/eventstore"
+	essqlite "github.com/duroq/duroq/eventstore/sqlite"
+	"github.com/duroq/duroq/internal/memtx"
+	"github.com/duroq/duroq/internal/sqlitedb"
+	"github.com/duroq/duroq/mq"
+	mqsqlite "github.com/duroq/duroq/mq/sqlite"
+	"github.com/duroq/duroq/runtime"
+)
+
+// Options tune New. The zero value gives the documented defaults.
+type Options struct {
+	// OrchestratorQueue and WorkerQueue name the two queues (defaults "orchestrator"
+	// and "worker"); several runtimes can share a database under different names.
+	OrchestratorQueue, WorkerQueue string
+	// Now is the clock of timer visibility (default time.Now).
+	Now func() time.Time
+	// OrphanRetry is how long a batch of messages for an instance that does not exist
+	// (and that no message in the batch would create) waits before it is offered
+	// again. Default 1s.
+	OrphanRetry time.Duration
+	// Logger receives warnings (dropped orphan messages); nil is silent.
+	Logger *slog.Logger
+}
+
+// Provider implements runtime.Provider and runtime.ProviderAdmin over a queue and an
+// event store that commit together.
+type Provider struct {
+	q        mq.MessageQueue
+	s        eventstore.EventStore
+	b        binding
+	orchQ    string
+	workQ    string
+	now      func() time.Time
+	orphan   time.Duration
+	log      *slog.Logger
+	closeAll func() error
+}
+
+var (
+	_ runtime.Provider        = (*Provider)(nil)
+	_ runtime.ManagedProvider = (*Provider)(nil)
+)
+
+// New returns the provider over q and s. They must be able to commit in one
+// transaction — an mq.Memory and an eventstore.Memory of one memtx domain, or an
+// mq/sqlite queue and an eventstore/sqlite store on one database — otherwise New
+// fails with ErrNotComposable: a turn's history append and its queue writes must
+// never be applied apart. Close closes q and s.
+func New(q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, error) {
+	b, err := bind(q, s)
+	if err != nil {
+		return nil, fmt.Errorf("adapter: new (%T + %T): %w", q, s, err)
+	}
+	if o.OrchestratorQueue == "" {
+		o.OrchestratorQueue = "orchestrator"
+	}
+	if o.WorkerQueue == "" {
+		o.WorkerQueue = "worker"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.OrphanRetry <= 0 {
+		o.OrphanRetry = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{q: q, s: s, b: b, orchQ: o.OrchestratorQueue, workQ: o.WorkerQueue, now: o.Now,
+		orphan: o.OrphanRetry, log: o.Logger, closeAll: func() error { return errors.Join(q.Close(), s.Close()) }}, nil
+}
+
+// NewMemory returns a provider over a fresh in-memory queue and store sharing one
+// transaction domain: for tests and for running without persistence.
+func NewMemory(o Options) *Provider {
+	d := memtx.NewDomain()
+	p, err := New(mq.NewMemory(mq.MemoryOptions{Domain: d, Now: o.Now}),
+		eventstore.NewMemory(eventstore.MemoryOptions{Domain: d, Now: o.Now}), o)
+	if err != nil {
+		panic(err) // unreachable: the pair shares its domain by construction
+	}
+	return p
+}
+
+// SQLiteOptions tune OpenSQLite.
+type SQLiteOptions struct {
+	Options
+	DB sqlitedb.Options // WAL, synchronous=NORMAL (or FULL), busy timeout, pool size
+}
+
+// OpenSQLite opens (creating if needed) one SQLite file holding both the queue and
+// the event store, applies both migration lines, and returns the provider; Close
+// closes the database.
+func OpenSQLite(path string, o SQLiteOptions) (*Provider, error) {
+	db, err := sqlitedb.Open(path, o.DB)
+	if err != nil {
+		return nil, err
+	}
+	q := mqsqlite.New(db, mqsqlite.Options{Now: o.Now, Logger: o.Logger})
+	s := essqlite.New(db, essqlite.Options{Now: o.Now})
+	ctx := context.Background()
+	if err := errors.Join(q.Migrate(ctx), s.Migrate(ctx)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("adapter: open %s: %w", path, err)
+	}
+	p, err := New(q, s, o.Options)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	p.closeAll = func() error { return errors.Join(q.Close(), s.Close(), db.Close()) }
+	return p, nil
+}
+
+// Queue and Store expose the primitives the provider is built on.
+func (p *Provider) Queue() mq.MessageQueue        { return p.q }
+func (p *Provider) Store() eventstore.EventStore { return p.s }
+
+// Close closes the queue and the store.
+func (p *Provider) Close() error { return p.closeAll() }
+
+// Management implements runtime.ManagedProvider.
+func (p *Provider) Management() runtime.ProviderAdmin { return p }
+
+// ---- encoding between the runtime's types and the primitives' ----
+
+// workKey is the message key of an activity: unique per scheduled activity, and
+// prefixed by the instance (see instancePrefix) so deleting an instance finds all its
+// worker items. The length prefix keeps "a/1" and "a" + "/1..." apart.
+func workKey(instance string, execution, id uint64) string {
+	return fmt.Sprintf("%s%d/%d", instancePrefix(instance), execution, id)
+}
+
+func instancePrefix(instance string) string { return fmt.Sprintf("%d:%s/", len(instance), instance) }
+
+func (p *Provider) orchMessage(item *runtime.WorkItem, delay time.Duration) (mq.Message, error) {
+	payload, err := runtime.MarshalWorkItem(item)
+	if err != nil {
+		return mq.Message{}, err
+	}
+	target := item.TargetInstance()
+	if target == "" {
+		return mq.Message{}, fmt.Errorf("%w: %s work item names no instance", runtime.ErrInvalid, item.Kind)
+	}
+	return mq.Message{Queue: p.orchQ, RoutingKey: target, Payload: payload, Delay: max(delay, 0)}, nil
+}
+
+func (p *Provider) workMessage(item *runtime.WorkItem) (mq.Message, error) {
+	if item.Kind != runtime.WorkActivityExecute {
+		return mq.Message{}, fmt.Errorf("%w: the worker queue takes ActivityExecute items, not %s", runtime.ErrInvalid, item.Kind)
+	}
+	payload, err := runtime.MarshalWorkItem(item)
+	if err != nil {
+		return mq.Message{}, err
+	}
+	return mq.Message{Queue: p.workQ, Payload: payload, Tag: item.Tag, Session: item.SessionID,
+		Key: workKey(item.Instance, item.ExecutionID, item.ID)}, nil
+}
+
+func toStored(events []runtime.Event) ([]eventstore.Event, error) {
+	out := make([]eventstore.Event, len(events))
+	for i := range events {
+		data, err := runtime.MarshalEvent(&events[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = eventstore.Event{Seq: int64(events[i].EventID), Type: string(events[i].Kind), Data: data}
+	}
+	return out, nil
+}
+
+func fromStored(events []eventstore.Event) ([]runtime.Event, error) {
+	out := make([]runtime.Event, len(events))
+	for i, e := range events {
+		ev, err := runtime.UnmarshalEvent(e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", e.Seq, err)
+		}
+		out[i] = ev
+	}
+	return out, nil
+}
+
+func attrRanges(f *runtime.CapabilityFilter) *mq.AttrFilter {
+	if f == nil {
+		return nil
+	}
+	af := &mq.AttrFilter{}
+	// Only the first range is honoured, as the contract allows ("phase 1").
+	if len(f.SupportedVersions) > 0 {
+		r := f.SupportedVersions[0]
+		af.Ranges = []mq.AttrRange{{Min: r.Min.Ordinal(), Max: r.Max.Ordinal()}}
+	}
+	return af
+}
+
+func tagFilter(f runtime.TagFilter) mq.TagFilter {
+	switch f.Mode {
+	case runtime.TagOnly:
+		return mq.Tags(f.Tags...)
+	case runtime.TagDefaultAnd:
+		return mq.DefaultAnd(f.Tags...)
+	case runtime.TagAny:
+		return mq.AnyTag()
+	case runtime.TagNone:
+		return mq.NoTags()
+	default:
+		return mq.DefaultOnly()
+	}
+}
+
+// classify turns a primitive's error into a provider error of op: contract
+// violations are permanent, anything else (storage trouble) retryable.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *runtime.ProviderError
+	if errors.As(err, &pe) {
+		return err
+	}
+	for _, m := range []struct{ from, to error }{
+		{mq.ErrLockLost, runtime.ErrLockLost},
+		{mq.ErrClosed, runtime.ErrClosed},
+		{eventstore.ErrClosed, runtime.ErrClosed},
+		{eventstore.ErrConflict, runtime.ErrDuplicateEvent},
+		{eventstore.ErrNotFound, runtime.ErrNotFound},
+		{eventstore.ErrCorrupt, runtime.ErrCorruptHistory},
+		{mq.ErrInvalid, runtime.ErrInvalid},
+		{mq.ErrPayloadTooLarge, runtime.ErrInvalid},
+		{mq.ErrDuplicateKey, runtime.ErrInvalid},
+		{eventstore.ErrInvalid, runtime.ErrInvalid},
+		{eventstore.ErrTooLarge, runtime.ErrInvalid},
+		{eventstore.ErrRunning, runtime.ErrInvalid},
+		{eventstore.ErrNotRoot, runtime.ErrInvalid},
+	} {
+		if errors.Is(err, m.from) {
+			if errors.Is(err, m.to) {
+				return runtime.Permanent(op, err)
+			}
+			return runtime.Permanent(op, fmt.Errorf("%w: %w", m.to, err))
+		}
+	}
+	for _, permanent := range []error{runtime.ErrLockLost, runtime.ErrInvalid, runtime.ErrNotFound, runtime.ErrDuplicateEvent,
+		runtime.ErrCorruptHistory, runtime.ErrClosed, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, permanent) {
+			return runtime.Permanent(op, err)
+		}
+	}
+	return runtime.Retryable(op, err)
+}

@@ -1,0 +1,74 @@
+package adapter_test
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/duroq/duroq/adapter"
+	"github.com/duroq/duroq/conformance"
+	"github.com/duroq/duroq/eventstore"
+	essqlite "github.com/duroq/duroq/eventstore/sqlite"
+	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/runtime"
+)
+
+// factory wires the provider suite's hooks through the primitives.
+func factory(open func(t *testing.T) *adapter.Provider) conformance.ProviderFactory {
+	return conformance.ProviderFactory{
+		New:         func(t *testing.T) runtime.Provider { return open(t) },
+		LongPolling: true,
+		// Appending an event the runtime cannot decode makes the current execution's
+		// history undecodable, the way a damaged row or a foreign writer would.
+		CorruptInstanceHistory: func(t *testing.T, p runtime.Provider, instance string) {
+			s := p.(*adapter.Provider).Store()
+			partition, err := s.LatestPartition(t.Context(), instance)
+			if err != nil {
+				t.Fatalf("corrupt %s: %v", instance, err)
+			}
+			if err := s.Append(t.Context(), instance, partition, []eventstore.Event{{Seq: 1 << 40, Type: "Garbage", Data: []byte{0xff, 0x00}}}); err != nil {
+				t.Fatalf("corrupt %s: %v", instance, err)
+			}
+		},
+		MaxAttemptCount: func(t *testing.T, p runtime.Provider, instance string) uint32 {
+			st, err := p.(*adapter.Provider).Queue().KeyStats(t.Context(), "orchestrator", instance)
+			if err != nil {
+				t.Fatalf("max attempt count of %s: %v", instance, err)
+			}
+			return uint32(st.MaxAttempt)
+		},
+	}
+}
+
+func TestProviderMemory(t *testing.T) {
+	conformance.TestProvider(t, factory(func(t *testing.T) *adapter.Provider { return adapter.NewMemory(adapter.Options{}) }))
+}
+
+func TestProviderSQLite(t *testing.T) {
+	conformance.TestProvider(t, factory(func(t *testing.T) *adapter.Provider {
+		p, err := adapter.OpenSQLite(filepath.Join(t.TempDir(), "duroq.db"), adapter.SQLiteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}))
+}
+
+func TestNewRefusesPrimitivesThatCannotCommitTogether(t *testing.T) {
+	store, err := essqlite.Open(filepath.Join(t.TempDir(), "store.db"), essqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for name, pair := range map[string]struct {
+		q mq.MessageQueue
+		s eventstore.EventStore
+	}{
+		"memory queue + SQLite store":      {mq.NewMemory(mq.MemoryOptions{}), store},
+		"memory pair in different domains": {mq.NewMemory(mq.MemoryOptions{}), eventstore.NewMemory(eventstore.MemoryOptions{})},
+	} {
+		if _, err := adapter.New(pair.q, pair.s, adapter.Options{}); !errors.Is(err, adapter.ErrNotComposable) {
+			t.Errorf("%s: New = %v, want ErrNotComposable", name, err)
+		}
+	}
+}

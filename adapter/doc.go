@@ -1,0 +1,25 @@
+// Package adapter composes an mq.MessageQueue and an eventstore.EventStore into the
+// runtime's full provider contract (runtime.Provider and runtime.ProviderAdmin).
+//
+// Mapping:
+//   - Orchestrator traffic is the queue "orchestrator" with routing key = instance id
+//     (sub-orchestration completions route to the parent), so one routing-key batch
+//     is exactly duroxide's instance-locked orchestration item. Timers are delayed
+//     orchestrator messages, visible at their fire time.
+//   - Worker traffic is the queue "worker", un-keyed, carrying the activity's tag and
+//     session, with a message key per scheduled activity (instance, execution, id):
+//     cancelling an activity removes its message, and the worker's next renew or ack
+//     fails (lock stealing).
+//   - An instance is a stream; an execution is a partition. Metadata, custom status
+//     and KV state live in the event store; the pinned runtime version of the current
+//     execution is also the routing key's attribute, so the capability filter is
+//     applied by the queue before anything is locked or any history read.
+//
+// AckOrchestrationItem is one transaction across both primitives: lock check,
+// history append, KV, metadata, custom status, key attribute, enqueues, activity
+// cancellations (after the inserts) and the ack of exactly the fetched messages. Any
+// failure rolls everything back and leaves the lock held. New accepts only pairs that
+// can commit together — an in-memory pair sharing a memtx domain (NewMemory), or the
+// SQLite pair on one database (OpenSQLite) — and refuses others with
+// ErrNotComposable, since no protocol here makes separate commits crash-safe.
+package adapter

@@ -1,0 +1,274 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/duroq/duroq/eventstore"
+	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/runtime"
+)
+
+// FetchOrchestrationItem implements runtime.Provider: one routing-key batch of the
+// orchestrator queue (the capability filter is the key-attribute filter, applied
+// before anything is locked), then the instance's current history.
+func (p *Provider) FetchOrchestrationItem(ctx context.Context, o runtime.FetchOptions) (*runtime.OrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	b, err := p.q.DequeueBatch(ctx, p.orchQ, mq.DequeueOptions{LockTimeout: o.LockTimeout, Wait: o.PollTimeout, KeyAttr: attrRanges(o.Filter)})
+	if err != nil || b == nil {
+		return nil, classify(op, err)
+	}
+	instance := b.RoutingKey
+	msgs := make([]runtime.WorkItem, len(b.Messages))
+	for i, d := range b.Messages {
+		if msgs[i], err = runtime.UnmarshalWorkItem(d.Payload); err != nil {
+			// A message nobody can read would block its instance forever unseen: keep
+			// it (attempt counted) and say which one it is.
+			_ = p.q.Abandon(ctx, b.Token, mq.AbandonOptions{Delay: p.orphan})
+			return nil, runtime.Permanent(op, fmt.Errorf("instance %q: orchestrator message %d: %w", instance, d.ID, err))
+		}
+	}
+	item := &runtime.OrchestrationItem{Instance: instance, Messages: msgs, LockToken: b.Token,
+		AttemptCount: uint32(b.MaxAttempt()), ExecutionID: runtime.InitialExecutionID}
+
+	info, err := p.s.Stream(ctx, instance)
+	switch {
+	case errors.Is(err, eventstore.ErrNotFound):
+		return p.newInstanceItem(ctx, item)
+	case err != nil:
+		return nil, p.abandonAfter(ctx, op, b.Token, err)
+	}
+	item.OrchestrationName, item.Version, item.ExecutionID = info.Name, info.Version, uint64(info.CurrentPartition)
+	stored, err := p.s.Read(ctx, instance, info.CurrentPartition)
+	if err == nil {
+		item.History, err = fromStored(stored)
+	}
+	if err != nil {
+		if !errors.Is(err, eventstore.ErrCorrupt) && !errors.Is(err, runtime.ErrCorruptHistory) {
+			return nil, p.abandonAfter(ctx, op, b.Token, err)
+		}
+		// Undecodable history is the runtime's to handle (poison): the lock stays held.
+		item.History, item.HistoryError = nil, err.Error()
+	}
+	if item.OrchestrationName == "" {
+		item.OrchestrationName, item.Version = nameFrom(item.History, msgs)
+	}
+	snapshot, err := p.s.KVSnapshot(ctx, instance)
+	if err != nil && !errors.Is(err, eventstore.ErrNotFound) {
+		return nil, p.abandonAfter(ctx, op, b.Token, err)
+	}
+	item.KVSnapshot = kvValues(snapshot)
+	return item, nil
+}
+
+// newInstanceItem completes the item of an instance that has no stored state yet.
+func (p *Provider) newInstanceItem(ctx context.Context, item *runtime.OrchestrationItem) (*runtime.OrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	name, version := nameFrom(nil, item.Messages)
+	if name != "" {
+		item.OrchestrationName, item.Version, item.KVSnapshot = name, version, map[string]runtime.KVValue{}
+		return item, nil
+	}
+	onlyQueueMessages := true
+	for _, m := range item.Messages {
+		onlyQueueMessages = onlyQueueMessages && m.Kind == runtime.WorkQueueMessage
+	}
+	if onlyQueueMessages {
+		// Queue messages for an instance that does not exist can never be consumed.
+		p.log.Warn("dropping queue messages for an instance that does not exist",
+			"instance", item.Instance, "messages", len(item.Messages))
+		return nil, classify(op, p.q.Ack(ctx, item.LockToken))
+	}
+	// Other messages (a completion or a cancellation racing ahead of a start) wait.
+	return nil, classify(op, p.q.Abandon(ctx, item.LockToken, mq.AbandonOptions{Delay: p.orphan, IgnoreAttempt: true}))
+}
+
+// abandonAfter releases a batch that could not be prepared and reports err.
+func (p *Provider) abandonAfter(ctx context.Context, op, token string, err error) error {
+	_ = p.q.Abandon(context.WithoutCancel(ctx), token, mq.AbandonOptions{IgnoreAttempt: true})
+	return classify(op, err)
+}
+
+// nameFrom finds an orchestration's name and version in its history, else in a start
+// or continue-as-new message.
+func nameFrom(history []runtime.Event, msgs []runtime.WorkItem) (string, string) {
+	for _, e := range history {
+		if e.Kind == runtime.EventOrchestrationStarted {
+			return e.Name, e.Version
+		}
+	}
+	for _, m := range msgs {
+		if m.Kind == runtime.WorkStartOrchestration || m.Kind == runtime.WorkContinueAsNew {
+			return m.Name, m.Version
+		}
+	}
+	return "", ""
+}
+
+func kvValues(entries map[string]eventstore.KVEntry) map[string]runtime.KVValue {
+	out := make(map[string]runtime.KVValue, len(entries))
+	for k, e := range entries {
+		out[k] = runtime.KVValue{Value: e.Value, LastUpdatedAtMs: e.UpdatedAt.UnixMilli()}
+	}
+	return out
+}
+
+// AckOrchestrationItem implements runtime.Provider in one transaction of the queue
+// and the store.
+func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a runtime.OrchestrationAck) error {
+	const op = "ack_orchestration_item"
+	// Encode everything before the transaction: it holds the write lock.
+	events, err := toStored(a.HistoryDelta)
+	if err != nil {
+		return classify(op, err)
+	}
+	var enqueues []mq.Message
+	for i := range a.WorkerItems {
+		m, err := p.workMessage(&a.WorkerItems[i])
+		if err != nil {
+			return classify(op, err)
+		}
+		enqueues = append(enqueues, m)
+	}
+	now := p.now()
+	for i := range a.OrchestratorItems {
+		item := &a.OrchestratorItems[i]
+		var delay time.Duration
+		if item.Kind == runtime.WorkTimerFired {
+			delay = time.UnixMilli(item.FireAtMs).Sub(now)
+		}
+		m, err := p.orchMessage(item, delay)
+		if err != nil {
+			return classify(op, err)
+		}
+		enqueues = append(enqueues, m)
+	}
+	cancelKeys := make([]string, len(a.CancelledActivities))
+	for i, c := range a.CancelledActivities {
+		cancelKeys[i] = workKey(c.Instance, c.ExecutionID, c.ActivityID)
+	}
+	kv, customStatus := deltaSideEffects(a.HistoryDelta)
+	execution := int64(a.ExecutionID)
+	if execution < 1 {
+		return classify(op, fmt.Errorf("%w: execution id %d", runtime.ErrInvalid, a.ExecutionID))
+	}
+	update := eventstore.StreamUpdate{Partition: execution, Name: a.Metadata.OrchestrationName,
+		Version: a.Metadata.OrchestrationVersion, Parent: a.Metadata.ParentInstanceID, Output: a.Metadata.Output}
+	if s := a.Metadata.Status; s != nil {
+		status := eventstore.Status(*s)
+		update.Status = &status
+	}
+	if v := a.Metadata.PinnedVersion; v != nil {
+		pinned := v.String()
+		update.PinnedVersion = &pinned
+	}
+
+	err = p.b.run(ctx, func(tx txn) error {
+		lock, err := tx.lock(token)
+		if err != nil {
+			return err
+		}
+		if lock.Queue != p.orchQ {
+			return fmt.Errorf("%w: token %q holds a message of queue %q, not the orchestrator queue", runtime.ErrLockLost, token, lock.Queue)
+		}
+		instance := lock.RoutingKey
+		previous, err := tx.latestPartition(instance)
+		if err != nil && !errors.Is(err, eventstore.ErrNotFound) {
+			return err
+		}
+		if err := tx.appendEvents(instance, execution, events); err != nil {
+			return err
+		}
+		// KV goes before a status that ends the execution, so the merge includes this
+		// turn's writes; it needs the stream to exist.
+		if len(kv) > 0 {
+			if len(events) == 0 {
+				if err := tx.update(instance, eventstore.StreamUpdate{Partition: execution}); err != nil {
+					return err
+				}
+			}
+			if err := tx.applyKV(instance, execution, kv); err != nil {
+				return err
+			}
+		}
+		if err := tx.update(instance, update); err != nil {
+			return err
+		}
+		if customStatus != nil {
+			if _, err := tx.setCustomStatus(instance, *customStatus); err != nil {
+				return err
+			}
+		}
+		if v := a.Metadata.PinnedVersion; v != nil {
+			ord := v.Ordinal()
+			if err := tx.setKeyAttr(p.orchQ, instance, &ord); err != nil {
+				return err
+			}
+		} else if execution > previous {
+			// A new execution starts unpinned until told otherwise.
+			if err := tx.setKeyAttr(p.orchQ, instance, nil); err != nil {
+				return err
+			}
+		}
+		if err := tx.enqueue(enqueues...); err != nil {
+			return err
+		}
+		// Cancellations after the inserts: an activity scheduled and cancelled in
+		// the same turn must not survive.
+		if len(cancelKeys) > 0 {
+			if _, err := tx.remove(p.workQ, cancelKeys...); err != nil {
+				return err
+			}
+		}
+		return tx.ack(token)
+	})
+	return classify(op, err)
+}
+
+// deltaSideEffects extracts the KV mutations (in order) and the last custom status
+// change (nil: none; a nil inner value: cleared) of a history delta.
+func deltaSideEffects(delta []runtime.Event) (kv []eventstore.KVMutation, customStatus **string) {
+	for i := range delta {
+		e := &delta[i]
+		at := time.UnixMilli(e.TimestampMs)
+		switch e.Kind {
+		case runtime.EventKeyValueSet:
+			if e.LastUpdatedAtMs != 0 {
+				at = time.UnixMilli(e.LastUpdatedAtMs)
+			}
+			kv = append(kv, eventstore.KVMutation{Op: eventstore.KVSet, Key: e.Key, Value: e.Value, At: at})
+		case runtime.EventKeyValueCleared:
+			kv = append(kv, eventstore.KVMutation{Op: eventstore.KVClear, Key: e.Key, At: at})
+		case runtime.EventKeyValuesCleared:
+			kv = append(kv, eventstore.KVMutation{Op: eventstore.KVClearAll, At: at})
+		case runtime.EventCustomStatusUpdated:
+			status := e.Status
+			customStatus = &status
+		}
+	}
+	return kv, customStatus
+}
+
+// AbandonOrchestrationItem implements runtime.Provider.
+func (p *Provider) AbandonOrchestrationItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
+	return classify("abandon_orchestration_item", p.q.Abandon(ctx, token, mq.AbandonOptions{Delay: max(delay, 0), IgnoreAttempt: ignoreAttempt}))
+}
+
+// RenewOrchestrationItemLock implements runtime.Provider.
+func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, token string, extend time.Duration) error {
+	_, err := p.q.Renew(ctx, token, extend)
+	return classify("renew_orchestration_item_lock", err)
+}
+
+// EnqueueForOrchestrator implements runtime.Provider. The delay, not a timer's fire
+// time, sets the visibility on this path.
+func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item runtime.WorkItem, delay time.Duration) error {
+	const op = "enqueue_for_orchestrator"
+	m, err := p.orchMessage(&item, delay)
+	if err != nil {
+		return classify(op, err)
+	}
+	return classify(op, p.q.Enqueue(ctx, m))
+}

@@ -1,0 +1,216 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+
+	"github.com/duroq/duroq/eventstore"
+	essqlite "github.com/duroq/duroq/eventstore/sqlite"
+	"github.com/duroq/duroq/internal/memtx"
+	"github.com/duroq/duroq/internal/sqlitedb"
+	"github.com/duroq/duroq/internal/sqltx"
+	"github.com/duroq/duroq/mq"
+	mqsqlite "github.com/duroq/duroq/mq/sqlite"
+	"github.com/jmoiron/sqlx"
+)
+
+// ErrNotComposable: the queue and the store cannot commit in one transaction.
+var ErrNotComposable = errors.New("adapter: the queue and the event store do not share a transaction")
+
+// txn is what one atomic commit may do across the queue and the store. Both
+// implementations run every call inside the same underlying transaction.
+type txn interface {
+	lock(token string) (mq.LockInfo, error)
+	enqueue(msgs ...mq.Message) error
+	ack(token string) error
+	remove(queue string, keys ...string) (int, error)
+	removePrefix(queue, prefix string) (int, error)
+	purgeKey(queue, routingKey string) (int, error)
+	setKeyAttr(queue, routingKey string, attr *int64) error
+
+	latestPartition(stream string) (int64, error)
+	appendEvents(stream string, partition int64, events []eventstore.Event) error
+	update(stream string, u eventstore.StreamUpdate) error
+	setCustomStatus(stream string, value *string) (int64, error)
+	applyKV(stream string, partition int64, muts []eventstore.KVMutation) error
+	listStreams(f eventstore.StreamFilter) ([]string, error)
+	delete(streams []string, o eventstore.DeleteOptions) (eventstore.DeleteResult, error)
+	deleteWhere(f eventstore.StreamFilter) (eventstore.DeleteResult, error)
+	prune(stream string, o eventstore.PruneOptions) (eventstore.PruneResult, error)
+	pruneWhere(f eventstore.StreamFilter, o eventstore.PruneOptions) (eventstore.PruneResult, error)
+}
+
+// binding runs functions in one transaction spanning the queue and the store.
+type binding interface {
+	run(ctx context.Context, fn func(tx txn) error) error
+}
+
+// bind finds how q and s commit together, or refuses the pair.
+func bind(q mq.MessageQueue, s eventstore.EventStore) (binding, error) {
+	switch q := q.(type) {
+	case *mq.Memory:
+		if s, ok := s.(*eventstore.Memory); ok && q.Domain() == s.Domain() {
+			return memBinding{q: q, s: s}, nil
+		}
+	case *mqsqlite.Queue:
+		if s, ok := s.(*essqlite.Store); ok && q.DB() == s.DB() {
+			return sqlBinding{q: q, s: s, db: q.DB()}, nil
+		}
+	}
+	return nil, ErrNotComposable
+}
+
+// memBinding: an in-memory queue and store sharing one memtx domain.
+type memBinding struct {
+	q *mq.Memory
+	s *eventstore.Memory
+}
+
+func (b memBinding) run(ctx context.Context, fn func(tx txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.q.Domain().Run(func(tx *memtx.Tx) error { return fn(memTxn{b: b, ctx: ctx, tx: tx}) })
+}
+
+type memTxn struct {
+	b   memBinding
+	ctx context.Context
+	tx  *memtx.Tx
+}
+
+func (t memTxn) lock(token string) (mq.LockInfo, error) { return t.b.q.LockTx(t.tx, token) }
+func (t memTxn) enqueue(msgs ...mq.Message) error       { return t.b.q.EnqueueTx(t.tx, msgs...) }
+func (t memTxn) ack(token string) error                 { return t.b.q.AckTx(t.tx, token) }
+func (t memTxn) remove(queue string, keys ...string) (int, error) {
+	return t.b.q.RemoveTx(t.tx, queue, keys...)
+}
+func (t memTxn) removePrefix(queue, prefix string) (int, error) {
+	return t.b.q.RemovePrefixTx(t.tx, queue, prefix)
+}
+func (t memTxn) purgeKey(queue, routingKey string) (int, error) {
+	return t.b.q.PurgeKeyTx(t.tx, queue, routingKey)
+}
+func (t memTxn) setKeyAttr(queue, routingKey string, attr *int64) error {
+	return t.b.q.SetKeyAttrTx(t.tx, queue, routingKey, attr)
+}
+func (t memTxn) latestPartition(stream string) (int64, error) {
+	return t.b.s.LatestPartitionTx(t.ctx, t.tx, stream)
+}
+func (t memTxn) appendEvents(stream string, partition int64, events []eventstore.Event) error {
+	return t.b.s.AppendTx(t.ctx, t.tx, stream, partition, events)
+}
+func (t memTxn) update(stream string, u eventstore.StreamUpdate) error {
+	return t.b.s.UpdateTx(t.ctx, t.tx, stream, u)
+}
+func (t memTxn) setCustomStatus(stream string, value *string) (int64, error) {
+	return t.b.s.SetCustomStatusTx(t.ctx, t.tx, stream, value)
+}
+func (t memTxn) applyKV(stream string, partition int64, muts []eventstore.KVMutation) error {
+	return t.b.s.ApplyKVTx(t.ctx, t.tx, stream, partition, muts)
+}
+func (t memTxn) listStreams(f eventstore.StreamFilter) ([]string, error) {
+	return t.b.s.ListStreamsTx(t.ctx, t.tx, f)
+}
+func (t memTxn) delete(streams []string, o eventstore.DeleteOptions) (eventstore.DeleteResult, error) {
+	return t.b.s.DeleteTx(t.ctx, t.tx, streams, o)
+}
+func (t memTxn) deleteWhere(f eventstore.StreamFilter) (eventstore.DeleteResult, error) {
+	return t.b.s.DeleteWhereTx(t.ctx, t.tx, f)
+}
+func (t memTxn) prune(stream string, o eventstore.PruneOptions) (eventstore.PruneResult, error) {
+	return t.b.s.PruneTx(t.ctx, t.tx, stream, o)
+}
+func (t memTxn) pruneWhere(f eventstore.StreamFilter, o eventstore.PruneOptions) (eventstore.PruneResult, error) {
+	return t.b.s.PruneWhereTx(t.ctx, t.tx, f, o)
+}
+
+// sqlBinding: SQLite queue and store on one database.
+type sqlBinding struct {
+	q  *mqsqlite.Queue
+	s  *essqlite.Store
+	db *sqlx.DB
+}
+
+func (b sqlBinding) run(ctx context.Context, fn func(tx txn) error) error {
+	t := &sqlTxn{b: b, ctx: ctx}
+	err := sqltx.RunLocked(ctx, b.db, sqlitedb.WriteLock(b.db), func(tx *sqlx.Tx) error {
+		t.tx = tx
+		return fn(t)
+	})
+	if err == nil {
+		for _, queue := range t.touched {
+			b.q.Notify(queue)
+		}
+	}
+	return err
+}
+
+type sqlTxn struct {
+	b       sqlBinding
+	ctx     context.Context
+	tx      *sqlx.Tx
+	touched []string // queues to wake after commit
+}
+
+func (t *sqlTxn) touch(queue string) { t.touched = append(t.touched, queue) }
+
+// lock also marks the lock's queue for a wake-up: the caller is about to release it.
+func (t *sqlTxn) lock(token string) (mq.LockInfo, error) {
+	li, err := t.b.q.LockTx(t.ctx, t.tx, token)
+	if err == nil {
+		t.touch(li.Queue)
+	}
+	return li, err
+}
+func (t *sqlTxn) enqueue(msgs ...mq.Message) error {
+	for _, m := range msgs {
+		t.touch(m.Queue)
+	}
+	return t.b.q.EnqueueTx(t.ctx, t.tx, msgs...)
+}
+func (t *sqlTxn) ack(token string) error { return t.b.q.AckTx(t.ctx, t.tx, token) }
+func (t *sqlTxn) remove(queue string, keys ...string) (int, error) {
+	t.touch(queue)
+	return t.b.q.RemoveTx(t.ctx, t.tx, queue, keys...)
+}
+func (t *sqlTxn) removePrefix(queue, prefix string) (int, error) {
+	t.touch(queue)
+	return t.b.q.RemovePrefixTx(t.ctx, t.tx, queue, prefix)
+}
+func (t *sqlTxn) purgeKey(queue, routingKey string) (int, error) {
+	return t.b.q.PurgeKeyTx(t.ctx, t.tx, queue, routingKey)
+}
+func (t *sqlTxn) setKeyAttr(queue, routingKey string, attr *int64) error {
+	return t.b.q.SetKeyAttrTx(t.ctx, t.tx, queue, routingKey, attr)
+}
+func (t *sqlTxn) latestPartition(stream string) (int64, error) {
+	return t.b.s.LatestPartitionTx(t.ctx, t.tx, stream)
+}
+func (t *sqlTxn) appendEvents(stream string, partition int64, events []eventstore.Event) error {
+	return t.b.s.AppendTx(t.ctx, t.tx, stream, partition, events)
+}
+func (t *sqlTxn) update(stream string, u eventstore.StreamUpdate) error {
+	return t.b.s.UpdateTx(t.ctx, t.tx, stream, u)
+}
+func (t *sqlTxn) setCustomStatus(stream string, value *string) (int64, error) {
+	return t.b.s.SetCustomStatusTx(t.ctx, t.tx, stream, value)
+}
+func (t *sqlTxn) applyKV(stream string, partition int64, muts []eventstore.KVMutation) error {
+	return t.b.s.ApplyKVTx(t.ctx, t.tx, stream, partition, muts)
+}
+func (t *sqlTxn) listStreams(f eventstore.StreamFilter) ([]string, error) {
+	return t.b.s.ListStreamsTx(t.ctx, t.tx, f)
+}
+func (t *sqlTxn) delete(streams []string, o eventstore.DeleteOptions) (eventstore.DeleteResult, error) {
+	return t.b.s.DeleteTx(t.ctx, t.tx, streams, o)
+}
+func (t *sqlTxn) deleteWhere(f eventstore.StreamFilter) (eventstore.DeleteResult, error) {
+	return t.b.s.DeleteWhereTx(t.ctx, t.tx, f)
+}
+func (t *sqlTxn) prune(stream string, o eventstore.PruneOptions) (eventstore.PruneResult, error) {
+	return t.b.s.PruneTx(t.ctx, t.tx, stream, o)
+}
+func (t *sqlTxn) pruneWhere(f eventstore.StreamFilter, o eventstore.PruneOptions) (eventstore.PruneResult, error) {
+	return t.b.s.PruneWhereTx(t.ctx, t.tx, f, o)
+}
