@@ -122,7 +122,7 @@ func OpenSQLite(path string, o SQLiteOptions) (*Provider, error) {
 }
 
 // Queue and Store expose the primitives the provider is built on.
-func (p *Provider) Queue() mq.MessageQueue        { return p.q }
+func (p *Provider) Queue() mq.MessageQueue       { return p.q }
 func (p *Provider) Store() eventstore.EventStore { return p.s }
 
 // Close closes the queue and the store.
