@@ -1,0 +1,153 @@
+// Port of duroxide's provider validation module multi_execution
+// (src/provider_validation/multi_execution.rs, snapshot 0.1.26, commit 58cdc0e).
+
+package conformance
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/duroq/duroq/runtime"
+)
+
+func init() {
+	registerProviderGroup(providerGroup{name: "MultiExecution", cases: []providerCase{
+		{"ExecutionIsolation", "test_execution_isolation", testMultiExecutionExecutionIsolation},
+		{"LatestExecutionDetection", "test_latest_execution_detection", testMultiExecutionLatestExecutionDetection},
+		{"ExecutionIDSequencing", "test_execution_id_sequencing", testMultiExecutionExecutionIDSequencing},
+		{"ContinueAsNewCreatesNewExecution", "test_continue_as_new_creates_new_execution", testMultiExecutionContinueAsNewCreatesNewExecution},
+		{"ExecutionHistoryPersistence", "test_execution_history_persistence", testMultiExecutionExecutionHistoryPersistence},
+	}})
+}
+
+// meStart is a start of "TestOrch" 1.0.0 naming an explicit execution id.
+func meStart(instance string, execution uint64) runtime.WorkItem {
+	item := startItem(instance, "TestOrch", "1.0.0", "{}")
+	item.ExecutionID = execution
+	return item
+}
+
+// meTurn enqueues item, fetches it and acks execution with delta and md.
+func meTurn(t *testing.T, p runtime.Provider, item runtime.WorkItem, execution uint64, md runtime.ExecutionMetadata, delta ...runtime.Event) {
+	t.Helper()
+	enqueueOrch(t, p, item, 0)
+	got := mustFetchOrch(t, p, longLock, fmt.Sprintf("the %s of %s", item.Kind, item.Instance))
+	ackOrch(t, p, got.LockToken, runtime.OrchestrationAck{ExecutionID: execution, HistoryDelta: delta, Metadata: md})
+}
+
+// meReadExecution is ReadWithExecution that fails the test on error.
+func meReadExecution(t *testing.T, p runtime.Provider, instance string, execution uint64) []runtime.Event {
+	t.Helper()
+	h, err := p.ReadWithExecution(t.Context(), instance, execution)
+	if err != nil {
+		t.Fatalf("ReadWithExecution(%s, %d): %v", instance, execution, err)
+	}
+	return h
+}
+
+// meRequireOneScheduled requires that h is exactly one ActivityScheduled named name.
+func meRequireOneScheduled(t *testing.T, h []runtime.Event, what, name string) {
+	t.Helper()
+	atomRequireKinds(t, h, what, runtime.EventActivityScheduled)
+	if h[0].Name != name {
+		t.Fatalf("%s: ActivityScheduled is named %q; want %q", what, h[0].Name, name)
+	}
+}
+
+// testMultiExecutionExecutionIsolation: each execution keeps its own history; Read
+// returns the latest one's.
+func testMultiExecutionExecutionIsolation(t *testing.T, e penv) {
+	p := e.open(t)
+	const inst = "instance-A"
+
+	meTurn(t, p, meStart(inst, 1), 1, runtime.ExecutionMetadata{},
+		atomStarted(inst, 1),
+		atomOn(inst, 1, activityScheduled(2, "Activity1", "input1")),
+		atomOn(inst, 1, runtime.Event{Kind: runtime.EventOrchestrationCompleted, EventID: 3, Output: "result1"}),
+	)
+	meTurn(t, p, meStart(inst, 2), 2, runtime.ExecutionMetadata{},
+		atomStarted(inst, 2),
+		atomOn(inst, 2, runtime.Event{Kind: runtime.EventOrchestrationCompleted, EventID: 2, Output: "result2"}),
+	)
+
+	atomRequireKinds(t, meReadExecution(t, p, inst, 1), "execution 1",
+		runtime.EventOrchestrationStarted, runtime.EventActivityScheduled, runtime.EventOrchestrationCompleted)
+	atomRequireKinds(t, meReadExecution(t, p, inst, 2), "execution 2",
+		runtime.EventOrchestrationStarted, runtime.EventOrchestrationCompleted)
+	atomRequireKinds(t, readHistory(t, p, inst), "Read (latest execution)",
+		runtime.EventOrchestrationStarted, runtime.EventOrchestrationCompleted)
+}
+
+// testMultiExecutionLatestExecutionDetection: Read returns execution 2's history,
+// ReadWithExecution(1) execution 1's.
+func testMultiExecutionLatestExecutionDetection(t *testing.T, e penv) {
+	p := e.open(t)
+	const inst = "instance-A"
+
+	meTurn(t, p, meStart(inst, 1), 1, runtime.ExecutionMetadata{}, atomOn(inst, 1, activityScheduled(1, "A", "")))
+	meTurn(t, p, meStart(inst, 2), 2, runtime.ExecutionMetadata{}, atomOn(inst, 2, activityScheduled(1, "B", "")))
+
+	meRequireOneScheduled(t, readHistory(t, p, inst), "Read (latest execution)", "B")
+	meRequireOneScheduled(t, meReadExecution(t, p, inst, 1), "execution 1", "A")
+}
+
+// testMultiExecutionExecutionIDSequencing: an ack with execution id 2 advances the
+// instance's current execution, which later fetches report.
+func testMultiExecutionExecutionIDSequencing(t *testing.T, e penv) {
+	p := e.open(t)
+	const inst = "instance-A"
+
+	enqueueOrch(t, p, meStart(inst, 1), 0)
+	item := mustFetchOrch(t, p, longLock, "the start of "+inst)
+	if item.ExecutionID != 1 {
+		t.Fatalf("first fetch: execution id %d; want 1", item.ExecutionID)
+	}
+	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+		ExecutionID:  1,
+		HistoryDelta: []runtime.Event{atomStarted(inst, 1)},
+		Metadata:     metadata("TestOrch", "1.0.0"),
+	})
+
+	// The fetch reports the instance's current execution (still 1); the ack names 2.
+	meTurn(t, p, meStart(inst, 2), 2, metadata("TestOrch", "1.0.0"), atomStarted(inst, 2))
+
+	enqueueOrch(t, p, meStart(inst, 3), 0)
+	item3 := mustFetchOrch(t, p, longLock, "the third message of "+inst)
+	if item3.ExecutionID != 2 {
+		t.Fatalf("fetch after the execution-2 ack: execution id %d; want 2 (the current execution)", item3.ExecutionID)
+	}
+}
+
+// testMultiExecutionContinueAsNewCreatesNewExecution: acking a ContinueAsNew turn with
+// execution id 2 makes execution 2 current.
+func testMultiExecutionContinueAsNewCreatesNewExecution(t *testing.T, e penv) {
+	p := e.open(t)
+	const inst = "instance-A"
+
+	meTurn(t, p, meStart(inst, 1), 1, runtime.ExecutionMetadata{}, atomStarted(inst, 1))
+
+	can := runtime.WorkItem{Kind: runtime.WorkContinueAsNew, Instance: inst, Name: "TestOrch", Input: "new-input", Version: "1.0.0"}
+	meTurn(t, p, can, 2, runtime.ExecutionMetadata{},
+		atomOn(inst, 2, startedEvent(1, "TestOrch", "1.0.0", "new-input")))
+
+	// duroxide checks the execution id only if there is something left to fetch.
+	if item := fetchOrch(t, p, longLock); item != nil && item.ExecutionID != 2 {
+		t.Fatalf("fetch after continue-as-new: execution id %d; want 2", item.ExecutionID)
+	}
+}
+
+// testMultiExecutionExecutionHistoryPersistence: three executions keep independent
+// histories.
+func testMultiExecutionExecutionHistoryPersistence(t *testing.T, e penv) {
+	p := e.open(t)
+	const inst = "instance-A"
+
+	for x := uint64(1); x <= 3; x++ {
+		meTurn(t, p, meStart(inst, x), x, runtime.ExecutionMetadata{},
+			atomOn(inst, x, activityScheduled(1, fmt.Sprintf("Activity-%d", x), fmt.Sprintf("input-%d", x))))
+	}
+	for x := uint64(1); x <= 3; x++ {
+		meRequireOneScheduled(t, meReadExecution(t, p, inst, x), fmt.Sprintf("execution %d", x), fmt.Sprintf("Activity-%d", x))
+	}
+	meRequireOneScheduled(t, readHistory(t, p, inst), "Read (latest execution)", "Activity-3")
+}
