@@ -1,0 +1,313 @@
+package conformance
+
+// Port of duroxide's provider validation module management
+// (src/provider_validation/management.rs, snapshot 0.1.26, commit 58cdc0e), plus the
+// six get_instance_stats tests duroxide added to the module in 0.1.27 (anchor §4.20).
+//
+// The first seven cases read instances back through ProviderAdmin (listing, instance
+// and execution info, metrics, queue depths); the GetInstanceStats cases check the
+// per-instance statistics of the current execution: history size, carried-forward
+// messages (QueuePendingCount) and KV counted over the merged store+delta view.
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/duroq/duroq/runtime"
+)
+
+func init() {
+	registerProviderGroup(providerGroup{name: "Management", cases: []providerCase{
+		{"ListInstances", "test_list_instances", testMgmtListInstances},
+		{"ListInstancesByStatus", "test_list_instances_by_status", testMgmtListInstancesByStatus},
+		{"ListExecutions", "test_list_executions", testMgmtListExecutions},
+		{"GetInstanceInfo", "test_get_instance_info", testMgmtGetInstanceInfo},
+		{"GetExecutionInfo", "test_get_execution_info", testMgmtGetExecutionInfo},
+		{"GetSystemMetrics", "test_get_system_metrics", testMgmtGetSystemMetrics},
+		{"GetQueueDepths", "test_get_queue_depths", testMgmtGetQueueDepths},
+		// Added in duroxide 0.1.27.
+		{"GetInstanceStatsNonexistent", "test_get_instance_stats_nonexistent", testMgmtStatsNonexistent},
+		{"GetInstanceStatsHistory", "test_get_instance_stats_history", testMgmtStatsHistory},
+		{"GetInstanceStatsKV", "test_get_instance_stats_kv", testMgmtStatsKV},
+		{"GetInstanceStatsCarryForward", "test_get_instance_stats_carry_forward", testMgmtStatsCarryForward},
+		{"GetInstanceStatsKVDeltaOnly", "test_get_instance_stats_kv_delta_only", testMgmtStatsKVDeltaOnly},
+		{"GetInstanceStatsKVMerged", "test_get_instance_stats_kv_merged", testMgmtStatsKVMerged},
+	}})
+}
+
+// mgmtStartTurn enqueues the start of instance (TestOrch 1.0.0), fetches it and acks
+// execution 1 with delta and md.
+func mgmtStartTurn(t *testing.T, p runtime.Provider, instance string, delta []runtime.Event, md runtime.ExecutionMetadata) {
+	t.Helper()
+	enqueueOrch(t, p, startItem(instance, "TestOrch", "1.0.0", "{}"), 0)
+	item := mustFetchOrch(t, p, longLock, "the start of "+instance)
+	if item.Instance != instance {
+		t.Fatalf("fetched instance %q, want %q", item.Instance, instance)
+	}
+	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: md})
+}
+
+// mgmtPokeTurn enqueues an external event named name for instance, fetches the turn
+// and acks execution 1 with delta and md.
+func mgmtPokeTurn(t *testing.T, p runtime.Provider, instance, name string, delta []runtime.Event, md runtime.ExecutionMetadata) {
+	t.Helper()
+	enqueueOrch(t, p, externalRaised(instance, name, "{}"), 0)
+	item := mustFetchOrch(t, p, longLock, "the "+name+" turn of "+instance)
+	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: md})
+}
+
+// mgmtStats is GetInstanceStats that requires the instance to exist.
+func mgmtStats(t *testing.T, p runtime.Provider, instance string) runtime.SystemStats {
+	t.Helper()
+	s, err := p.GetInstanceStats(t.Context(), instance)
+	if err != nil {
+		t.Fatalf("GetInstanceStats(%s): %v", instance, err)
+	}
+	if s == nil {
+		t.Fatalf("GetInstanceStats(%s) = nil; want the stats of an existing instance", instance)
+	}
+	return *s
+}
+
+func mgmtKVSet(id uint64, key, value string, updatedAtMs int64) runtime.Event {
+	return runtime.Event{Kind: runtime.EventKeyValueSet, EventID: id, Key: key, Value: value, LastUpdatedAtMs: updatedAtMs}
+}
+
+func mgmtCompleted(id uint64) runtime.Event {
+	return runtime.Event{Kind: runtime.EventOrchestrationCompleted, EventID: id, Output: "done"}
+}
+
+func mgmtCompletedMeta() runtime.ExecutionMetadata {
+	return runtime.ExecutionMetadata{Status: ptr(runtime.StatusCompleted), Output: ptr("done")}
+}
+
+func testMgmtListInstances(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	for i := range 3 {
+		createInstance(t, p, fmt.Sprintf("mgmt-inst-%d", i))
+	}
+	ids, err := a.ListInstances(t.Context())
+	if err != nil {
+		t.Fatalf("ListInstances: %v", err)
+	}
+	if len(ids) < 3 {
+		t.Fatalf("ListInstances = %q; want at least the 3 created instances", ids)
+	}
+	for i := range 3 {
+		if id := fmt.Sprintf("mgmt-inst-%d", i); !slices.Contains(ids, id) {
+			t.Fatalf("ListInstances = %q; missing %q", ids, id)
+		}
+	}
+}
+
+func testMgmtListInstancesByStatus(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	md := metadata("TestOrch", "1.0.0")
+	md.Status, md.Output = ptr(runtime.StatusCompleted), ptr("done")
+	mgmtStartTurn(t, p, "mgmt-completed", []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")}, md)
+
+	ids, err := a.ListInstancesByStatus(t.Context(), runtime.StatusCompleted)
+	if err != nil {
+		t.Fatalf("ListInstancesByStatus(Completed): %v", err)
+	}
+	if !slices.Contains(ids, "mgmt-completed") {
+		t.Fatalf("ListInstancesByStatus(Completed) = %q; want it to include mgmt-completed", ids)
+	}
+}
+
+func testMgmtListExecutions(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	mgmtStartTurn(t, p, "mgmt-multi-exec", []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")}, runtime.ExecutionMetadata{})
+
+	ids, err := a.ListExecutions(t.Context(), "mgmt-multi-exec")
+	if err != nil {
+		t.Fatalf("ListExecutions: %v", err)
+	}
+	if !slices.Contains(ids, 1) {
+		t.Fatalf("ListExecutions = %v; want it to include execution 1", ids)
+	}
+}
+
+func testMgmtGetInstanceInfo(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	// The start item names TestOrch 1.0.0; the ack's metadata wins.
+	mgmtStartTurn(t, p, "mgmt-info", []runtime.Event{startedEvent(1, "InfoOrch", "2.0.0", "test")}, metadata("InfoOrch", "2.0.0"))
+
+	info, err := a.GetInstanceInfo(t.Context(), "mgmt-info")
+	if err != nil {
+		t.Fatalf("GetInstanceInfo: %v", err)
+	}
+	if info.InstanceID != "mgmt-info" || info.OrchestrationName != "InfoOrch" ||
+		info.OrchestrationVersion != "2.0.0" || info.CurrentExecutionID != 1 {
+		t.Fatalf("GetInstanceInfo = %+v; want instance mgmt-info, name InfoOrch, version 2.0.0 (from the ack metadata), current execution 1", info)
+	}
+}
+
+func testMgmtGetExecutionInfo(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	mgmtStartTurn(t, p, "mgmt-exec-info", []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")},
+		runtime.ExecutionMetadata{Status: ptr(runtime.StatusCompleted), Output: ptr("result")})
+
+	info, err := a.GetExecutionInfo(t.Context(), "mgmt-exec-info", 1)
+	if err != nil {
+		t.Fatalf("GetExecutionInfo: %v", err)
+	}
+	if info.ExecutionID != 1 || info.Status != runtime.StatusCompleted || info.Output == nil || *info.Output != "result" {
+		t.Fatalf("GetExecutionInfo = %+v (output %v); want execution 1, status Completed, output \"result\"", info, mgmtDeref(info.Output))
+	}
+}
+
+func testMgmtGetSystemMetrics(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	base, err := a.GetSystemMetrics(t.Context())
+	if err != nil {
+		t.Fatalf("GetSystemMetrics: %v", err)
+	}
+	mgmtStartTurn(t, p, "mgmt-metrics", []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")}, metadata("TestOrch", "1.0.0"))
+	m, err := a.GetSystemMetrics(t.Context())
+	if err != nil {
+		t.Fatalf("GetSystemMetrics: %v", err)
+	}
+	if m.TotalInstances <= base.TotalInstances {
+		t.Fatalf("GetSystemMetrics after creating an instance = %+v; want TotalInstances above %d", m, base.TotalInstances)
+	}
+	if m.TotalEvents == 0 {
+		t.Fatalf("GetSystemMetrics after creating an instance = %+v; want TotalEvents > 0", m)
+	}
+}
+
+func testMgmtGetQueueDepths(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	base, err := a.GetQueueDepths(t.Context())
+	if err != nil {
+		t.Fatalf("GetQueueDepths: %v", err)
+	}
+	enqueueOrch(t, p, startItem("mgmt-queue", "TestOrch", "1.0.0", "{}"), 0)
+	d, err := a.GetQueueDepths(t.Context())
+	if err != nil {
+		t.Fatalf("GetQueueDepths: %v", err)
+	}
+	if d.OrchestratorQueue <= base.OrchestratorQueue {
+		t.Fatalf("GetQueueDepths after an enqueue = %+v; want OrchestratorQueue above %d", d, base.OrchestratorQueue)
+	}
+}
+
+func testMgmtStatsNonexistent(t *testing.T, e penv) {
+	p := e.open(t)
+	s, err := p.GetInstanceStats(t.Context(), "no-such-instance")
+	if err != nil {
+		t.Fatalf("GetInstanceStats(unknown): %v", err)
+	}
+	if s != nil {
+		t.Fatalf("GetInstanceStats(unknown) = %+v; want nil", *s)
+	}
+}
+
+func testMgmtStatsHistory(t *testing.T, e penv) {
+	p := e.open(t)
+	createInstance(t, p, "stats-hist")
+	s := mgmtStats(t, p, "stats-hist")
+	if s.HistoryEventCount < 1 || s.HistorySizeBytes == 0 {
+		t.Fatalf("GetInstanceStats = %+v; want at least 1 history event of non-zero size", s)
+	}
+	if s.KVUserKeyCount != 0 || s.KVTotalValueBytes != 0 || s.QueuePendingCount != 0 {
+		t.Fatalf("GetInstanceStats = %+v; want no KV keys, no KV bytes and no carried-forward messages", s)
+	}
+}
+
+func testMgmtStatsKV(t *testing.T, e penv) {
+	p := e.open(t)
+	const inst = "stats-kv"
+	createInstance(t, p, inst)
+	// Completing the execution merges its KV writes into the stored state.
+	mgmtPokeTurn(t, p, inst, "poke", []runtime.Event{
+		mgmtKVSet(100, "k1", "aaa", 0),
+		mgmtKVSet(101, "k2", "bbbbb", 0),
+		mgmtCompleted(102),
+	}, mgmtCompletedMeta())
+
+	s := mgmtStats(t, p, inst)
+	if s.KVUserKeyCount != 2 || s.KVTotalValueBytes != 8 {
+		t.Fatalf("GetInstanceStats = %+v; want 2 KV keys and 8 value bytes (3 + 5)", s)
+	}
+}
+
+func testMgmtStatsCarryForward(t *testing.T, e penv) {
+	p := e.open(t)
+	started := startedEvent(runtime.InitialEventID, "TestOrch", "1.0.0", "{}")
+	started.CarryForward = []runtime.NameData{
+		{Name: "raised-1", Data: `{"data":"a"}`},
+		{Name: "raised-2", Data: `{"data":"b"}`},
+		{Name: "raised-3", Data: `{"data":"c"}`},
+	}
+	mgmtStartTurn(t, p, "cf-stats", []runtime.Event{started}, metadata("TestOrch", "1.0.0"))
+
+	s := mgmtStats(t, p, "cf-stats")
+	if s.QueuePendingCount != 3 {
+		t.Fatalf("GetInstanceStats = %+v; want QueuePendingCount 3 (the carried-forward messages of OrchestrationStarted)", s)
+	}
+	if s.HistoryEventCount < 1 || s.HistorySizeBytes == 0 || s.KVUserKeyCount != 0 {
+		t.Fatalf("GetInstanceStats = %+v; want at least 1 history event of non-zero size and no KV keys", s)
+	}
+}
+
+func testMgmtStatsKVDeltaOnly(t *testing.T, e penv) {
+	p := e.open(t)
+	const inst = "kv-delta-stats"
+	createInstance(t, p, inst)
+	// No status: the instance stays running and its KV writes exist only as the
+	// current execution's delta.
+	mgmtPokeTurn(t, p, inst, "poke", []runtime.Event{
+		mgmtKVSet(100, "dk1", "xxx", 0),
+		mgmtKVSet(101, "dk2", "yyyyyy", 0),
+		activityScheduled(102, "Noop", "{}"),
+	}, runtime.ExecutionMetadata{})
+
+	s := mgmtStats(t, p, inst)
+	if s.KVUserKeyCount != 2 || s.KVTotalValueBytes != 9 || s.QueuePendingCount != 0 {
+		t.Fatalf("GetInstanceStats = %+v; want 2 KV keys and 9 value bytes (3 + 6) from the delta, no carried-forward messages", s)
+	}
+}
+
+func testMgmtStatsKVMerged(t *testing.T, e penv) {
+	p := e.open(t)
+	const inst = "kv-merged-stats"
+	createInstance(t, p, inst)
+
+	// Turn 1 writes two keys and stays running.
+	mgmtPokeTurn(t, p, inst, "poke1", []runtime.Event{
+		mgmtKVSet(100, "mk1", "aaa", 0),
+		mgmtKVSet(101, "mk2", "bb", 0),
+		activityScheduled(102, "Noop", "{}"),
+	}, runtime.ExecutionMetadata{})
+	s := mgmtStats(t, p, inst)
+	if s.KVUserKeyCount != 2 || s.KVTotalValueBytes != 5 {
+		t.Fatalf("GetInstanceStats after turn 1 = %+v; want 2 KV keys and 5 value bytes (3 + 2)", s)
+	}
+
+	// Turn 2 overwrites mk1 and completes, which merges the delta into the store.
+	mgmtPokeTurn(t, p, inst, "poke2", []runtime.Event{
+		mgmtKVSet(200, "mk1", "zzzzz", 1),
+		mgmtCompleted(201),
+	}, mgmtCompletedMeta())
+	s = mgmtStats(t, p, inst)
+	if s.KVUserKeyCount != 2 || s.KVTotalValueBytes != 7 || s.QueuePendingCount != 0 {
+		t.Fatalf("GetInstanceStats after the completing turn = %+v; want 2 KV keys (overwritten, not duplicated) and 7 value bytes (5 + 2), no carried-forward messages", s)
+	}
+}
+
+// mgmtDeref renders an optional string for messages.
+func mgmtDeref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
