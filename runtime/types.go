@@ -66,7 +66,7 @@ type NameData struct {
 // Events are written by the runtime and stored verbatim by providers.
 type Event struct {
 	Kind          EventKind `msgpack:"k"`
-	EventID       uint64    `msgpack:"id"`            // 1-based, contiguous per execution
+	EventID       uint64    `msgpack:"id"`            // 1-based per execution; providers store ids as given, unique per execution, without checking contiguity
 	SourceEventID uint64    `msgpack:"src,omitempty"` // the scheduling event a completion answers; 0 = none
 	InstanceID    string    `msgpack:"i,omitempty"`
 	ExecutionID   uint64    `msgpack:"x,omitempty"`
@@ -316,7 +316,7 @@ type ScheduledActivityIdentifier struct {
 // ExecutionMetadata is what the runtime tells the provider about an execution when it
 // acks a turn. Nil fields leave the stored value unchanged.
 type ExecutionMetadata struct {
-	Status               *string // Completed, Failed or ContinuedAsNew when the turn ends the execution
+	Status               *string // Completed, Failed or ContinuedAsNew when the turn ends the execution (Running is accepted and changes nothing)
 	Output               *string
 	OrchestrationName    *string
 	OrchestrationVersion *string
