@@ -10,6 +10,16 @@
 //		})
 //	}
 //
+// Suites:
+//   - TestMessageQueue: the mq.MessageQueue contract (routing-key batches, locks,
+//     visibility, tags, sessions, key attributes, message keys, long polls,
+//     concurrency, bad input).
+//   - TestEventStore: the eventstore.EventStore contract.
+//   - TestProvider: a Go port of duroxide's provider validation suite (0.1.26, plus
+//     the 0.1.27 additions), one subtest per duroxide test, named Group/Case;
+//     provider_tests.md (generated, checked by TestProviderTable) maps each duroxide
+//     test name to its Go subtest.
+//
 // The suites use the standard library's testing package only, and depend on the
 // contract packages, never on a backend.
 package conformance
