@@ -1,0 +1,5 @@
+// Package layering holds the test that enforces the module's dependency direction
+// (DESIGN.md): contracts import only the standard library and their helpers,
+// backends import their contract, only the adapter knows mq, eventstore and runtime
+// together, and the suites and benchmarks never import a backend.
+package layering

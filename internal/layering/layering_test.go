@@ -1,0 +1,50 @@
+package layering
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/duroq/duroq"
+
+// allowed lists, per package, the non-standard imports it may have (by prefix).
+var allowed = map[string][]string{
+	"mq":                {"internal/memtx", "internal/wake", "github.com/google/uuid"},
+	"eventstore":        {"internal/memtx"},
+	"runtime":           {"github.com/vmihailenco/msgpack/v5"},
+	"conformance":       {"mq", "eventstore", "runtime"},
+	"bench":             {"mq", "eventstore", "runtime"},
+	"mq/sqlite":         {"mq", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
+	"eventstore/sqlite": {"eventstore", "internal/", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
+}
+
+func TestDependencyDirection(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		rules, ok := allowed[pkg]
+		if !ok {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
+				continue // standard library
+			}
+			rel := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			ok := false
+			for _, prefix := range rules {
+				if rel == prefix || strings.HasPrefix(rel, prefix) && (strings.HasSuffix(prefix, "/") || !strings.HasPrefix(imp, module)) {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("%s imports %s, which its layer may not (allowed: %v)", pkg, imp, rules)
+			}
+		}
+	}
+}
