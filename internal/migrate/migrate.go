@@ -72,11 +72,6 @@ func Apply(ctx context.Context, db *sql.DB, d Dialect, line string, migs []Migra
 		return fmt.Errorf("migrate %s: %w", line, err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf(
-		`CREATE TABLE IF NOT EXISTS %s (line TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL, PRIMARY KEY (line, version))`,
-		d.VersionTable)); err != nil {
-		return fmt.Errorf("migrate %s: create version table: %w", line, err)
-	}
 	for _, stmt := range d.Begin {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("migrate %s: begin: %w", line, err)
@@ -92,6 +87,13 @@ func Apply(ctx context.Context, db *sql.DB, d Dialect, line string, migs []Migra
 			err = fmt.Errorf("migrate %s: commit: %w", line, endErr)
 		}
 	}()
+	// Inside the exclusive transaction: concurrent CREATE TABLE IF NOT EXISTS is not
+	// safe on every database (PostgreSQL can fail on its catalog's unique index).
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(
+		`CREATE TABLE IF NOT EXISTS %s (line TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL, PRIMARY KEY (line, version))`,
+		d.VersionTable)); err != nil {
+		return fmt.Errorf("migrate %s: create version table: %w", line, err)
+	}
 	var current sql.NullInt64
 	if err := conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT MAX(version) FROM %s WHERE line = %s`,
 		d.VersionTable, d.Placeholder(1)), line).Scan(&current); err != nil {
