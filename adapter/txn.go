@@ -3,14 +3,14 @@ package adapter
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/duroq/duroq/eventstore"
-	essqlite "github.com/duroq/duroq/eventstore/sqlite"
 	"github.com/duroq/duroq/internal/memtx"
+	"github.com/duroq/duroq/internal/pgdb"
 	"github.com/duroq/duroq/internal/sqlitedb"
 	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/mq"
-	mqsqlite "github.com/duroq/duroq/mq/sqlite"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -52,8 +52,8 @@ func bind(q mq.MessageQueue, s eventstore.EventStore) (binding, error) {
 		if s, ok := s.(*eventstore.Memory); ok && q.Domain() == s.Domain() {
 			return memBinding{q: q, s: s}, nil
 		}
-	case *mqsqlite.Queue:
-		if s, ok := s.(*essqlite.Store); ok && q.DB() == s.DB() {
+	case sqlQueue:
+		if s, ok := s.(sqlStore); ok && q.DB() == s.DB() {
 			return sqlBinding{q: q, s: s, db: q.DB()}, nil
 		}
 	}
@@ -125,19 +125,65 @@ func (t memTxn) pruneWhere(f eventstore.StreamFilter, o eventstore.PruneOptions)
 	return t.b.s.PruneWhereTx(t.ctx, t.tx, f, o)
 }
 
-// sqlBinding: SQLite queue and store on one database.
+// sqlQueue is a SQL queue backend with transactional twins (mq/sqlite, mq/postgres).
+type sqlQueue interface {
+	DB() *sqlx.DB
+	Notify(queue string)
+	LockTx(ctx context.Context, tx *sqlx.Tx, token string) (mq.LockInfo, error)
+	EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) error
+	AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq.Message) error
+	RemoveTx(ctx context.Context, tx *sqlx.Tx, queue string, keys ...string) (int, error)
+	RemovePrefixTx(ctx context.Context, tx *sqlx.Tx, queue, prefix string) (int, error)
+	PurgeKeyTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey string) (int, error)
+	SetKeyAttrTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey string, attr *int64) error
+}
+
+// sqlStore is a SQL event store backend with transactional twins
+// (eventstore/sqlite, eventstore/postgres).
+type sqlStore interface {
+	DB() *sqlx.DB
+	LatestPartitionTx(ctx context.Context, q sqlx.QueryerContext, stream string) (int64, error)
+	AppendTx(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, events []eventstore.Event) error
+	UpdateTx(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate) error
+	SetCustomStatusTx(ctx context.Context, tx *sqlx.Tx, stream string, value *string) (int64, error)
+	ApplyKVTx(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, muts []eventstore.KVMutation) error
+	ListStreamsTx(ctx context.Context, q sqlx.QueryerContext, f eventstore.StreamFilter) ([]string, error)
+	DeleteTx(ctx context.Context, tx *sqlx.Tx, streams []string, o eventstore.DeleteOptions) (eventstore.DeleteResult, error)
+	DeleteWhereTx(ctx context.Context, tx *sqlx.Tx, f eventstore.StreamFilter) (eventstore.DeleteResult, error)
+	PruneTx(ctx context.Context, tx *sqlx.Tx, stream string, o eventstore.PruneOptions) (eventstore.PruneResult, error)
+	PruneWhereTx(ctx context.Context, tx *sqlx.Tx, f eventstore.StreamFilter, o eventstore.PruneOptions) (eventstore.PruneResult, error)
+}
+
+// sqlBinding: a SQL queue and store on one database.
 type sqlBinding struct {
-	q  *mqsqlite.Queue
-	s  *essqlite.Store
+	q  sqlQueue
+	s  sqlStore
 	db *sqlx.DB
 }
 
+// maxTxAttempts bounds the retries of a transaction that failed with a transient
+// conflict (a PostgreSQL serialization failure or deadlock).
+const maxTxAttempts = 5
+
 func (b sqlBinding) run(ctx context.Context, fn func(tx txn) error) error {
-	t := &sqlTxn{b: b, ctx: ctx}
-	err := sqltx.RunLocked(ctx, b.db, sqlitedb.WriteLock(b.db), func(tx *sqlx.Tx) error {
-		t.tx = tx
+	var t *sqlTxn
+	attempt := func(tx *sqlx.Tx) error {
+		t = &sqlTxn{b: b, ctx: ctx, tx: tx}
 		return fn(t)
-	})
+	}
+	var err error
+	if b.db.DriverName() == "sqlite3" {
+		// SQLite has one writer: queue on the process's write lock.
+		err = sqltx.RunLocked(ctx, b.db, sqlitedb.WriteLock(b.db), attempt)
+	} else {
+		for i := 1; ; i++ {
+			err = sqltx.Run(ctx, b.db, attempt)
+			if err == nil || i == maxTxAttempts || !pgdb.IsRetryable(err) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Duration(i) * 5 * time.Millisecond)
+		}
+	}
 	if err == nil {
 		for _, queue := range t.touched {
 			b.q.Notify(queue)
