@@ -1,0 +1,165 @@
+package postgres
+
+// The statements of the store, in one place. Parameters carry explicit casts where
+// PostgreSQL could not infer their type (INSERT ... SELECT lists, CASE, COALESCE).
+
+const (
+	// qAppend is Append in one statement. It inserts the events ($3 sequence
+	// numbers, $4 types, $5 data, $6 checksums), skipping a number that is already
+	// stored (or being stored by a concurrent transaction that then commits) instead
+	// of failing; only if every event went in does it create the stream or advance
+	// its current partition (a partition above the current one is new, so the
+	// stream takes its status, Running), then create the partition or add to its
+	// counters ($8 bytes). No stored event is read. It returns the lowest number
+	// that did not go in (NULL if all did; otherwise the caller rolls back) and the
+	// number of partition rows written (1 on success). Each upsert reads
+	// the row of the one before it, so the stream's row is locked before the
+	// partition's, the order of every writer.
+	qAppend = `WITH ev AS (
+	INSERT INTO es_events (stream, partition, seq, type, data, checksum, created_at)
+	SELECT $1::text, $2::bigint, e.seq, e.type, e.data, e.checksum, $7::bigint
+	FROM unnest($3::bigint[], $4::text[], $5::bytea[], $6::bigint[]) AS e(seq, type, data, checksum)
+	ON CONFLICT (stream, partition, seq) DO NOTHING
+	RETURNING seq
+), done AS (
+	SELECT count(*) AS n FROM ev
+), st AS (
+	INSERT INTO es_streams AS s (stream, status, current_partition, created_at, updated_at)
+	SELECT $1::text, 'Running', $2::bigint, $7::bigint, $7::bigint FROM done WHERE done.n = cardinality($3::bigint[])
+	ON CONFLICT (stream) DO UPDATE SET
+		status = CASE WHEN EXCLUDED.current_partition > s.current_partition THEN 'Running' ELSE s.status END,
+		current_partition = GREATEST(s.current_partition, EXCLUDED.current_partition),
+		updated_at = EXCLUDED.updated_at
+	RETURNING stream
+), pt AS (
+	INSERT INTO es_partitions AS p (stream, partition, status, started_at, event_count, bytes)
+	SELECT st.stream, $2::bigint, 'Running', $7::bigint, done.n, $8::bigint FROM st, done
+	ON CONFLICT (stream, partition) DO UPDATE SET
+		event_count = p.event_count + EXCLUDED.event_count,
+		bytes = p.bytes + EXCLUDED.bytes
+	RETURNING partition
+)
+SELECT
+	(SELECT min(g.seq) FROM unnest($3::bigint[]) AS g(seq) WHERE NOT EXISTS (SELECT FROM ev WHERE ev.seq = g.seq)),
+	(SELECT count(*) FROM pt)`
+
+	// qLockStream creates the stream (current partition $2, Running) or locks its
+	// row: the first statement of Update, so that it locks the stream before the
+	// partition as every other writer does.
+	qLockStream = `INSERT INTO es_streams AS s (stream, status, current_partition, created_at, updated_at)
+VALUES ($1, 'Running', $2, $3, $3)
+ON CONFLICT (stream) DO UPDATE SET updated_at = EXCLUDED.updated_at`
+
+	// qUpsertPartition creates or updates a partition and returns its status: $3
+	// status (NULL: unchanged, Running when new), $4 whether it ends the partition,
+	// $5 output and $6 pinned version (NULL: unchanged), $7 now.
+	qUpsertPartition = `INSERT INTO es_partitions AS p (stream, partition, status, output, pinned_version, started_at, completed_at)
+VALUES ($1, $2, COALESCE($3::text, 'Running'), $5::text, $6::text, $7::bigint,
+	CASE WHEN $4::boolean THEN $7::bigint END)
+ON CONFLICT (stream, partition) DO UPDATE SET
+	status = COALESCE($3::text, p.status),
+	completed_at = CASE WHEN $3::text IS NULL THEN p.completed_at WHEN $4::boolean THEN $7::bigint ELSE NULL END,
+	output = COALESCE($5::text, p.output),
+	pinned_version = COALESCE($6::text, p.pinned_version)
+RETURNING status`
+
+	// qUpdateStream: the stream's status follows its current partition, which is the
+	// higher of the old current partition and $5 whose status is $6 (SET sees the
+	// row's old values).
+	qUpdateStream = `UPDATE es_streams SET
+	name = COALESCE($1::text, name),
+	version = COALESCE($2::text, version),
+	parent = CASE WHEN $3::boolean THEN NULLIF($4::text, '') ELSE parent END,
+	status = CASE WHEN $5::bigint >= current_partition THEN $6::text ELSE status END,
+	current_partition = GREATEST(current_partition, $5::bigint),
+	updated_at = $7
+WHERE stream = $8`
+
+	// The KV merge when partition $2 ends: set keys are written, tombstoned keys
+	// removed, the merged delta rows dropped.
+	qMergeKVSet = `INSERT INTO es_kv_store AS k (stream, key, value, partition, updated_at)
+SELECT stream, key, value, partition, updated_at FROM es_kv_delta
+WHERE stream = $1 AND partition <= $2 AND value IS NOT NULL
+ON CONFLICT (stream, key) DO UPDATE SET
+	value = EXCLUDED.value, partition = EXCLUDED.partition, updated_at = EXCLUDED.updated_at`
+	qMergeKVClear = `DELETE FROM es_kv_store WHERE stream = $1 AND key IN (
+	SELECT key FROM es_kv_delta WHERE stream = $1 AND partition <= $2 AND value IS NULL)`
+	qMergeKVDrop = `DELETE FROM es_kv_delta WHERE stream = $1 AND partition <= $2`
+
+	qSetCustomStatus = `UPDATE es_streams SET
+	custom_status = $1, custom_status_version = custom_status_version + 1, updated_at = $2
+WHERE stream = $3
+RETURNING custom_status_version`
+
+	qCustomStatus = `SELECT custom_status, custom_status_version FROM es_streams
+WHERE stream = $1 AND custom_status_version > $2`
+
+	// qTouchStream locks an existing stream's row (ApplyKV).
+	qTouchStream = `UPDATE es_streams SET updated_at = $1 WHERE stream = $2`
+
+	// qKVPut writes a delta entry; a NULL value is a tombstone.
+	qKVPut = `INSERT INTO es_kv_delta AS d (stream, key, value, partition, updated_at)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (stream, key) DO UPDATE SET
+	value = EXCLUDED.value, partition = EXCLUDED.partition, updated_at = EXCLUDED.updated_at`
+	qKVTombstoneDelta = `UPDATE es_kv_delta SET value = NULL, partition = $1, updated_at = $2 WHERE stream = $3`
+	qKVTombstoneStore = `INSERT INTO es_kv_delta (stream, key, value, partition, updated_at)
+SELECT stream, key, NULL, $2::bigint, $3::bigint FROM es_kv_store WHERE stream = $1
+ON CONFLICT (stream, key) DO NOTHING`
+
+	qKVDeltaGet = `SELECT value, partition, updated_at FROM es_kv_delta WHERE stream = $1 AND key = $2`
+	qKVStoreGet = `SELECT value, partition, updated_at FROM es_kv_store WHERE stream = $1 AND key = $2`
+	qKVDeltaAll = `SELECT key, value, partition, updated_at FROM es_kv_delta WHERE stream = $1`
+	qKVStoreAll = `SELECT key, value, partition, updated_at FROM es_kv_store WHERE stream = $1`
+
+	qReadEvents = `SELECT seq, type, data, checksum, created_at FROM es_events
+WHERE stream = $1 AND partition = $2 ORDER BY seq`
+
+	// qReadLatest reads the current partition and its events in one statement (one
+	// snapshot): no row for an unknown stream, one row of NULL event columns for an
+	// empty partition.
+	qReadLatest = `SELECT s.current_partition, e.seq, e.type, e.data, e.checksum, e.created_at
+FROM es_streams s
+LEFT JOIN es_events e ON e.stream = s.stream AND e.partition = s.current_partition
+WHERE s.stream = $1
+ORDER BY e.seq`
+
+	qCurrentPartition = `SELECT current_partition FROM es_streams WHERE stream = $1`
+	// qLockCurrentPartition is qCurrentPartition locking the stream (Prune).
+	qLockCurrentPartition = `SELECT current_partition FROM es_streams WHERE stream = $1 FOR UPDATE`
+
+	qPartitions = `SELECT partition, status, output, pinned_version, started_at, completed_at, event_count, bytes
+FROM es_partitions WHERE stream = $1 ORDER BY partition`
+
+	qStream = `SELECT s.name, s.version, COALESCE(s.parent, ''), s.status, s.current_partition,
+	s.custom_status, s.custom_status_version, s.created_at, s.updated_at,
+	p.status, p.output, p.pinned_version, p.completed_at
+FROM es_streams s
+LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
+WHERE s.stream = $1`
+
+	qNode     = `SELECT COALESCE(parent, ''), status FROM es_streams WHERE stream = $1`
+	qChildren = `SELECT stream FROM es_streams WHERE parent = $1 ORDER BY stream`
+	// qLockStreams locks streams in id order, the one order in which every
+	// statement that locks several streams takes them, so that two of them never
+	// wait for each other.
+	qLockStreams = `SELECT stream FROM es_streams WHERE stream = ANY($1::text[]) ORDER BY stream FOR UPDATE`
+
+	qDeleteEvents     = `DELETE FROM es_events WHERE stream = ANY($1::text[])`
+	qDeletePartitions = `DELETE FROM es_partitions WHERE stream = ANY($1::text[])`
+	qDeleteKVStore    = `DELETE FROM es_kv_store WHERE stream = ANY($1::text[])`
+	qDeleteKVDelta    = `DELETE FROM es_kv_delta WHERE stream = ANY($1::text[])`
+	qDeleteStreams    = `DELETE FROM es_streams WHERE stream = ANY($1::text[])`
+
+	qPruneEvents     = `DELETE FROM es_events WHERE stream = $1 AND partition = ANY($2::bigint[])`
+	qPrunePartitions = `DELETE FROM es_partitions WHERE stream = $1 AND partition = ANY($2::bigint[])`
+
+	qStats = `SELECT s.current_partition, COALESCE(p.event_count, 0), COALESCE(p.bytes, 0)
+FROM es_streams s
+LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
+WHERE s.stream = $1`
+
+	qTotalStreams    = `SELECT COUNT(*) FROM es_streams`
+	qTotalPartitions = `SELECT COUNT(*), COALESCE(SUM(event_count), 0)::bigint FROM es_partitions`
+	qTotalsByStatus  = `SELECT status, COUNT(*) FROM es_streams GROUP BY status`
+)
