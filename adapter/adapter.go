@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/eventstore"
+	espostgres "github.com/duroq/duroq/eventstore/postgres"
 	essqlite "github.com/duroq/duroq/eventstore/sqlite"
 	"github.com/duroq/duroq/internal/memtx"
+	"github.com/duroq/duroq/internal/pgdb"
 	"github.com/duroq/duroq/internal/sqlitedb"
 	"github.com/duroq/duroq/mq"
+	mqpostgres "github.com/duroq/duroq/mq/postgres"
 	mqsqlite "github.com/duroq/duroq/mq/sqlite"
 	"github.com/duroq/duroq/runtime"
 )
@@ -115,6 +118,36 @@ func OpenSQLite(path string, o SQLiteOptions) (*Provider, error) {
 	p, err := New(q, s, o.Options)
 	if err != nil {
 		db.Close()
+		return nil, err
+	}
+	p.closeAll = func() error { return errors.Join(q.Close(), s.Close(), db.Close()) }
+	return p, nil
+}
+
+// PostgresOptions tune OpenPostgres.
+type PostgresOptions struct {
+	Options
+	DB pgdb.Options // schema (default "public"), pool size, connection lifetime
+}
+
+// OpenPostgres connects to the PostgreSQL database at dsn, keeps both the queue and
+// the event store in one schema (applying both migration lines, safe when several
+// processes start together) and returns the provider; Close closes the pool. Several
+// processes on several machines can share the schema.
+func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (*Provider, error) {
+	db, err := pgdb.Open(ctx, dsn, o.DB)
+	if err != nil {
+		return nil, err
+	}
+	q := mqpostgres.New(db, mqpostgres.Options{Now: o.Now, Logger: o.Logger})
+	s := espostgres.New(db, espostgres.Options{Now: o.Now})
+	if err := errors.Join(q.Migrate(ctx), s.Migrate(ctx)); err != nil {
+		_ = errors.Join(q.Close(), db.Close()) // the open error matters more
+		return nil, fmt.Errorf("adapter: open postgres: %w", err)
+	}
+	p, err := New(q, s, o.Options)
+	if err != nil {
+		_ = errors.Join(q.Close(), db.Close()) // the open error matters more
 		return nil, err
 	}
 	p.closeAll = func() error { return errors.Join(q.Close(), s.Close(), db.Close()) }

@@ -9,6 +9,8 @@ import (
 	"github.com/duroq/duroq/conformance"
 	"github.com/duroq/duroq/eventstore"
 	essqlite "github.com/duroq/duroq/eventstore/sqlite"
+	"github.com/duroq/duroq/internal/pgdb"
+	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/runtime"
 )
@@ -47,6 +49,17 @@ func TestProviderMemory(t *testing.T) {
 func TestProviderSQLite(t *testing.T) {
 	conformance.TestProvider(t, factory(func(t *testing.T) *adapter.Provider {
 		p, err := adapter.OpenSQLite(filepath.Join(t.TempDir(), "duroq.db"), adapter.SQLiteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}))
+}
+
+func TestProviderPostgres(t *testing.T) {
+	conformance.TestProvider(t, factory(func(t *testing.T) *adapter.Provider {
+		dsn, schema := pgtest.Schema(t)
+		p, err := adapter.OpenPostgres(t.Context(), dsn, adapter.PostgresOptions{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}})
 		if err != nil {
 			t.Fatal(err)
 		}

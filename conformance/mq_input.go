@@ -62,6 +62,9 @@ func testEnqueueRejectsInvalidMessages(t *testing.T, e env) {
 		{"a message key over MaxNameSize", mq.Message{Queue: qn, Key: tooLong}, []string{"Key"}},
 		{"a routing key together with a session", mq.Message{Queue: qn, RoutingKey: "A", Session: "s1"}, []string{"Session", "RoutingKey"}},
 		{"a negative Delay", mq.Message{Queue: qn, Delay: -time.Millisecond}, []string{"Delay"}},
+		{"a queue name that is not UTF-8", mq.Message{Queue: "q\xff"}, []string{"Queue"}},
+		{"a routing key with a NUL byte", mq.Message{Queue: qn, RoutingKey: "a\x00b"}, []string{"RoutingKey"}},
+		{"a message key that is not UTF-8", mq.Message{Queue: qn, Key: "k\xc3"}, []string{"Key"}},
 	} {
 		err := call(t, "Enqueue", func() error { return q.Enqueue(t.Context(), c.m) })
 		wantInvalid(t, err, "enqueue", "Enqueue of a message with "+c.rule, c.fields...)

@@ -11,7 +11,7 @@ const (
 	// MaxPayloadSize is the largest payload, in bytes, a message may carry.
 	MaxPayloadSize = 4 << 20
 	// MaxNameSize is the largest queue name, routing key, tag, session or message key,
-	// in bytes.
+	// in bytes. Names must also be valid UTF-8 without NUL bytes.
 	MaxNameSize = 1024
 	// DefaultLockTimeout is the lock timeout used when DequeueOptions.LockTimeout is zero.
 	DefaultLockTimeout = 30 * time.Second

@@ -2,7 +2,9 @@ package mq
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The helpers below hold the input rules of the contract in one place; every backend
@@ -109,6 +111,11 @@ func checkName(op, field, v string, required bool) error {
 	}
 	if len(v) > MaxNameSize {
 		return invalid(op, field, fmt.Sprintf("%d bytes exceeds the limit of %d bytes", len(v), MaxNameSize))
+	}
+	// Every backend must be able to store what one accepts (PostgreSQL text holds
+	// neither invalid UTF-8 nor NUL).
+	if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+		return invalid(op, field, "must be valid UTF-8 without NUL bytes")
 	}
 	return nil
 }

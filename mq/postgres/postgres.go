@@ -1,0 +1,434 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/duroq/duroq/internal/migrate"
+	"github.com/duroq/duroq/internal/pgdb"
+	"github.com/duroq/duroq/internal/wake"
+	"github.com/duroq/duroq/mq"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jmoiron/sqlx"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// MigrationLine names this package's migrations in the shared duroq_migrations table.
+const MigrationLine = "mq"
+
+// DBOptions tune OpenDB and Open: the schema, the pool size and the connection
+// lifetime (see pgdb.Options for the defaults).
+type DBOptions = pgdb.Options
+
+// OpenDB connects to the PostgreSQL database at dsn with the settings this package is
+// built for: pgx's database/sql driver, every connection's search_path set to
+// o.Schema (created if missing), a bounded pool. Use it to share one database between
+// this queue and other duroq PostgreSQL stores (pass the result to New). A database
+// opened otherwise MUST use the pgx driver (github.com/jackc/pgx/v5/stdlib), or long
+// polls are not woken by other processes.
+func OpenDB(ctx context.Context, dsn string, o DBOptions) (*sqlx.DB, error) {
+	return pgdb.Open(ctx, dsn, o)
+}
+
+// Options tune Open and New. The zero value is usable.
+type Options struct {
+	// DB tunes the database Open creates (ignored by New).
+	DB DBOptions
+	// Now is the clock every timestamp is computed from (default time.Now). Processes
+	// sharing a schema should have clocks in sync: lock expiry compares times written
+	// by one process with the clock of another.
+	Now func() time.Time
+	// Logger receives debug records (retried transient failures) and warnings (the
+	// LISTEN connection failing); nil is silent.
+	Logger *slog.Logger
+}
+
+// Queue is a MessageQueue stored in PostgreSQL. It is safe for concurrent use, also by
+// many processes sharing the schema.
+type Queue struct {
+	db      *sqlx.DB
+	owned   bool
+	now     func() time.Time
+	log     *slog.Logger
+	hub     wake.Hub
+	closed  atomic.Bool
+	retries atomic.Int64 // transient failures retried, for tests and debugging
+	losses  atomic.Int64 // dequeue attempts lost to another consumer, likewise
+
+	mu           sync.Mutex // guards the listener's start and stop
+	stopListener context.CancelFunc
+	listenerDone chan struct{}
+}
+
+var _ mq.MessageQueue = (*Queue)(nil)
+
+// Open connects to the database at dsn, applies this package's migrations and returns
+// a queue that owns the database: Close closes it.
+func Open(ctx context.Context, dsn string, o Options) (*Queue, error) {
+	db, err := pgdb.Open(ctx, dsn, o.DB)
+	if err != nil {
+		return nil, err
+	}
+	q := New(db, o)
+	q.owned = true
+	if err := q.Migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return q, nil
+}
+
+// New returns a queue over db, a database the caller owns (Close leaves it open) and
+// may share with other stores. Call Migrate before use.
+func New(db *sqlx.DB, o Options) *Queue {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Queue{db: db, now: o.Now, log: o.Logger}
+}
+
+// Migrate creates or upgrades the queue's tables in the schema of the database's
+// search_path. It is idempotent and safe when several processes call it at once (they
+// serialise on an advisory lock).
+func (q *Queue) Migrate(ctx context.Context) error {
+	migs, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	return migrate.Apply(ctx, q.db.DB, pgdb.Dialect, MigrationLine, migs)
+}
+
+// DB returns the underlying database, for transactions spanning this queue and other
+// stores (see the *Tx methods).
+func (q *Queue) DB() *sqlx.DB { return q.db }
+
+// Notify wakes this process's DequeueBatch calls waiting on queue. It exists for
+// parity with the SQLite backend and is never needed here: the *Tx methods send a
+// PostgreSQL NOTIFY inside the caller's transaction, which reaches every process's
+// waiters when (and only if) the transaction commits.
+func (q *Queue) Notify(queue string) { q.hub.Notify(queue) }
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
+
+// channelExpr is the NOTIFY channel of the schema: one per schema, so deployments
+// sharing a database do not wake each other. The payload is the queue name.
+const channelExpr = `'duroq_mq_' || to_hex(hashtextextended(current_schema(), 0))`
+
+// keyLockID is the SQL expression of the advisory lock id of routing key key in queue
+// queue (both SQL expressions), scoped by the schema. A collision only makes two keys
+// share a lock for the duration of short transactions.
+func keyLockID(queue, key string) string {
+	return "hashtextextended(" + key + ", hashtextextended(" + queue + ", hashtextextended(current_schema(), 7235)))"
+}
+
+// Retries of transient failures (serialization failures, deadlocks, lost
+// connections before a statement was sent).
+const (
+	maxTries     = 6
+	retryBackoff = 5 * time.Millisecond
+	maxBackoff   = 200 * time.Millisecond
+)
+
+// retry runs fn until it succeeds, fails with an error that is not transient, or ran
+// maxTries times, sleeping a short, jittered, growing backoff between tries.
+func (q *Queue) retry(ctx context.Context, op string, fn func() error) error {
+	for try := 1; ; try++ {
+		err := fn()
+		if err == nil || try == maxTries || !pgdb.IsRetryable(err) || ctx.Err() != nil {
+			return err
+		}
+		q.retries.Add(1)
+		d := min(retryBackoff<<(try-1), maxBackoff)
+		d = d/2 + rand.N(d/2+1)
+		q.log.Debug("mq/postgres: retrying after a transient failure", "op", op, "try", try, "backoff", d, "err", err)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// inTx runs fn in one READ COMMITTED transaction, retried as a whole on transient
+// failures, and names op in its error.
+func (q *Queue) inTx(ctx context.Context, op string, fn func(tx *sqlx.Tx) error) error {
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	return wrap(op, q.retry(ctx, op, func() error { return runTx(ctx, q.db, fn) }))
+}
+
+// exec runs fn, which issues a single statement on q.db (its own implicit
+// transaction), retried on transient failures, and names op in its error.
+func (q *Queue) exec(ctx context.Context, op string, fn func() error) error {
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	return wrap(op, q.retry(ctx, op, fn))
+}
+
+func runTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	tx, err := db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// opError names the operation that failed.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string { return "mq/postgres: " + e.op + ": " + e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+// wrap names op in errors that do not already come from the mq package or name an
+// operation.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var inv *mq.InvalidError
+	var dup *mq.DuplicateKeyError
+	var named *opError
+	if errors.As(err, &inv) || errors.As(err, &dup) || errors.As(err, &named) ||
+		errors.Is(err, mq.ErrLockLost) || errors.Is(err, mq.ErrClosed) {
+		return err
+	}
+	return &opError{op: op, err: err}
+}
+
+// sqlArgs collects the arguments of a statement being built.
+type sqlArgs []any
+
+// p appends v and returns its placeholder.
+func (a *sqlArgs) p(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
+}
+
+// checkText rejects what PostgreSQL's text type cannot store: invalid UTF-8 and NUL.
+func checkText(op, field, v string) error {
+	switch {
+	case !utf8.ValidString(v):
+		return &mq.InvalidError{Op: op, Field: field, Reason: "not valid UTF-8 (PostgreSQL stores names as text)"}
+	case strings.IndexByte(v, 0) >= 0:
+		return &mq.InvalidError{Op: op, Field: field, Reason: "contains a NUL byte, which PostgreSQL text cannot hold"}
+	}
+	return nil
+}
+
+// checkMessages validates msgs for op: the contract's rules, then the text rules.
+func checkMessages(op string, msgs []mq.Message) error {
+	if err := mq.CheckMessages(op, msgs); err != nil {
+		return err
+	}
+	for i, m := range msgs {
+		for _, f := range []struct{ name, value string }{
+			{"Queue", m.Queue}, {"RoutingKey", m.RoutingKey}, {"Tag", m.Tag}, {"Session", m.Session}, {"Key", m.Key},
+		} {
+			if err := checkText(op, fmt.Sprintf("message %d: %s", i, f.name), f.value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkQueue(op, queue string) error {
+	if err := mq.CheckQueue(op, queue); err != nil {
+		return err
+	}
+	return checkText(op, "queue", queue)
+}
+
+// checkToken returns token if it can be one this package issued (a UUID in canonical
+// form); anything else is a lock that is not held.
+func checkToken(op, token string) error {
+	if err := mq.CheckToken(op, token); err != nil {
+		return err
+	}
+	if u, err := uuid.Parse(token); err != nil || u.String() != token {
+		return mq.LockLost(op, token)
+	}
+	return nil
+}
+
+func nonEmpty(op, field, v string) error {
+	if v == "" {
+		return &mq.InvalidError{Op: op, Field: field, Reason: "must not be empty"}
+	}
+	return nil
+}
+
+func queueNames(msgs []mq.Message) []string {
+	var names []string
+	for _, m := range msgs {
+		if !slices.Contains(names, m.Queue) {
+			names = append(names, m.Queue)
+		}
+	}
+	return names
+}
+
+func (q *Queue) wakeLocal(queues ...string) {
+	for _, name := range queues {
+		q.hub.Notify(name)
+	}
+}
+
+// insertChunk bounds the rows of one INSERT, so a huge Enqueue does not become one
+// enormous protocol message.
+const insertChunk = 1000
+
+// insertSQL stores messages given as parallel arrays, in array order (ids follow
+// it), and notifies the queues named by $9 when the transaction commits.
+const insertSQL = `WITH ins AS (
+	INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at)
+	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[])
+		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, ord)
+	ORDER BY m.ord
+)
+SELECT pg_notify(` + channelExpr + `, q) FROM unnest($9::text[]) AS q`
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Enqueue implements mq.MessageQueue: one statement (one implicit transaction) for up
+// to 1000 messages, one transaction for more.
+func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
+	const op = "enqueue"
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	if err := checkMessages(op, msgs); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	var err error
+	if len(msgs) <= insertChunk {
+		err = q.exec(ctx, op, func() error { return q.insert(ctx, q.db, msgs) })
+	} else {
+		err = q.inTx(ctx, op, func(tx *sqlx.Tx) error { return q.insert(ctx, tx, msgs) })
+	}
+	if err != nil {
+		return q.duplicate(ctx, op, msgs, err)
+	}
+	q.wakeLocal(queueNames(msgs)...)
+	return nil
+}
+
+// EnqueueTx is Enqueue inside tx (a transaction of q.DB()). Waiters in every process
+// are notified when tx commits. A rejected duplicate message key aborts tx, as any
+// failed statement does in PostgreSQL: roll it back.
+func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) error {
+	const op = "enqueue"
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	if err := checkMessages(op, msgs); err != nil {
+		return err
+	}
+	if err := q.insert(ctx, tx, msgs); err != nil {
+		return q.duplicate(ctx, op, msgs, wrap(op, err))
+	}
+	return nil
+}
+
+// insert stores msgs (already validated) through ex.
+func (q *Queue) insert(ctx context.Context, ex sqlx.ExecerContext, msgs []mq.Message) error {
+	now := q.now()
+	for chunk := range slices.Chunk(msgs, insertChunk) {
+		n := len(chunk)
+		var (
+			queues   = make([]string, n)
+			routing  = make([]*string, n)
+			keys     = make([]*string, n)
+			sessions = make([]*string, n)
+			tags     = make([]*string, n)
+			payloads = make([][]byte, n)
+			visible  = make([]int64, n)
+		)
+		for i, m := range chunk {
+			queues[i], routing[i], keys[i], sessions[i], tags[i] = m.Queue, nullable(m.RoutingKey), nullable(m.Key), nullable(m.Session), nullable(m.Tag)
+			payloads[i] = m.Payload
+			if payloads[i] == nil {
+				payloads[i] = []byte{}
+			}
+			visible[i] = micros(now.Add(m.Delay))
+		}
+		if _, err := ex.ExecContext(ctx, insertSQL, queues, routing, keys, sessions, tags, payloads, micros(now), visible, queueNames(chunk)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// duplicate turns a unique violation of the message-key index into a
+// DuplicateKeyError naming the pending key; other errors pass unchanged.
+func (q *Queue) duplicate(ctx context.Context, op string, msgs []mq.Message, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23505" || pe.ConstraintName != "mq_messages_key" {
+		return err
+	}
+	// The failed statement aborted its transaction: ask on another connection which
+	// of the keys is pending (it was committed by the transaction we waited for).
+	var queues, keys []string
+	for _, m := range msgs {
+		if m.Key != "" {
+			queues, keys = append(queues, m.Queue), append(keys, m.Key)
+		}
+	}
+	var found struct {
+		Queue string `db:"queue"`
+		Key   string `db:"message_key"`
+	}
+	if q.db.GetContext(ctx, &found, `SELECT queue, message_key FROM mq_messages
+		WHERE (queue, message_key) IN (SELECT * FROM unnest($1::text[], $2::text[])) LIMIT 1`, queues, keys) == nil {
+		return &mq.DuplicateKeyError{Op: op, Queue: found.Queue, Key: found.Key}
+	}
+	// The pending key was written earlier in the caller's own transaction, or is gone
+	// already: PostgreSQL's detail names it.
+	return &opError{op: op, err: fmt.Errorf("%w: %s", mq.ErrDuplicateKey, pe.Detail)}
+}

@@ -1,0 +1,245 @@
+package postgres_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/mq/postgres"
+	"github.com/jmoiron/sqlx"
+)
+
+// crossWake bounds how soon a change made through another backend instance must wake
+// a long poll (a notification takes a round trip through the server; far less in
+// practice).
+const crossWake = 2 * time.Second
+
+type polled struct {
+	b    *mq.Batch
+	err  error
+	took time.Duration
+}
+
+// poll starts a long poll of queue on q and returns its outcome later.
+func poll(t *testing.T, q *postgres.Queue, queue string, wait time.Duration) <-chan polled {
+	t.Helper()
+	ch := make(chan polled, 1)
+	go func() {
+		start := time.Now()
+		b, err := q.DequeueBatch(t.Context(), queue, mq.DequeueOptions{Wait: wait, LockTimeout: time.Minute})
+		ch <- polled{b, err, time.Since(start)}
+	}()
+	time.Sleep(200 * time.Millisecond) // let the poll find nothing and start waiting
+	return ch
+}
+
+// wantWoken fails unless the poll returned a batch with payload want within crossWake.
+func wantWoken(t *testing.T, ch <-chan polled, want, what string) *mq.Batch {
+	t.Helper()
+	select {
+	case p := <-ch:
+		if p.err != nil || p.b == nil {
+			t.Fatalf("%s: the long poll returned %+v, %v", what, p.b, p.err)
+		}
+		if got := string(p.b.Messages[0].Payload); got != want {
+			t.Fatalf("%s: the long poll got %q, want %q", what, got, want)
+		}
+		return p.b
+	case <-time.After(crossWake):
+		t.Fatalf("%s: the long poll was not woken within %v", what, crossWake)
+		return nil
+	}
+}
+
+// TestWaitWakesAcrossInstances: two queues on one schema, each with its own pool and
+// LISTEN connection, stand for two processes. Enqueue, Ack and Abandon in one wake a
+// long poll in the other at once, although the poll has no earlier reason to look
+// again (no message is due before its 30 s deadline).
+func TestWaitWakesAcrossInstances(t *testing.T) {
+	waiter, dsn, schema := openSchema(t)
+	writer := openOn(t, dsn, schema)
+	ctx := t.Context()
+
+	ch := poll(t, waiter, "q", 30*time.Second)
+	if err := writer.Enqueue(ctx, mq.Message{Queue: "q", Payload: []byte("enqueued")}); err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, ch, "enqueued", "Enqueue in another instance")
+
+	// A key held by the writer: its newer message waits for the Ack.
+	if err := writer.Enqueue(ctx, mq.Message{Queue: "k", RoutingKey: "A", Payload: []byte("a1")}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := writer.DequeueBatch(ctx, "k", mq.DequeueOptions{LockTimeout: time.Minute})
+	if err != nil || held == nil {
+		t.Fatalf("dequeue: %v %v", held, err)
+	}
+	if err := writer.Enqueue(ctx, mq.Message{Queue: "k", RoutingKey: "A", Payload: []byte("a2")}); err != nil {
+		t.Fatal(err)
+	}
+	ch = poll(t, waiter, "k", 30*time.Second)
+	if err := writer.Ack(ctx, held.Token); err != nil {
+		t.Fatal(err)
+	}
+	b := wantWoken(t, ch, "a2", "Ack releasing a key in another instance")
+
+	ch = poll(t, writer, "k", 30*time.Second)
+	if err := waiter.Abandon(ctx, b.Token, mq.AbandonOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, ch, "a2", "Abandon in another instance")
+}
+
+// TestWaitWakesOnCommitOfTxTwins: a *Tx write notifies when its transaction commits,
+// in every instance and without a Notify call, and never when it rolls back.
+func TestWaitWakesOnCommitOfTxTwins(t *testing.T) {
+	waiter, dsn, schema := openSchema(t)
+	writer := openOn(t, dsn, schema)
+	ctx := t.Context()
+	db := writer.DB()
+
+	ch := poll(t, waiter, "q", 30*time.Second)
+	tx := db.MustBeginTx(ctx, nil)
+	if err := writer.EnqueueTx(ctx, tx, mq.Message{Queue: "q", Payload: []byte("rolled back")}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // nothing may arrive before the commit
+	tx.Rollback()
+	select {
+	case p := <-ch:
+		t.Fatalf("a long poll returned %+v, %v for an enqueue that was rolled back", p.b, p.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	err := runTx(ctx, db, func(tx *sqlx.Tx) error {
+		return writer.EnqueueTx(ctx, tx, mq.Message{Queue: "q", Payload: []byte("committed")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, ch, "committed", "EnqueueTx committed in another instance")
+}
+
+// TestWaitWakesAfterTheListenerReconnects kills the server backend of the LISTEN
+// connection: long polls keep ending at their deadlines meanwhile, and once the
+// listener is back, another instance's Enqueue wakes them again.
+func TestWaitWakesAfterTheListenerReconnects(t *testing.T) {
+	waiter, dsn, schema := openSchema(t)
+	writer := openOn(t, dsn, schema)
+	ctx := t.Context()
+	channel, err := postgres.Channel(ctx, waiter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener := func() int {
+		var pid int
+		err := writer.DB().GetContext(ctx, &pid, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE query = $1`,
+			`LISTEN "`+channel+`"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	waitListener := func(not int) int {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if pid := listener(); pid != 0 && pid != not {
+				return pid
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("no LISTEN connection on %s (other than backend %d) within 10s", channel, not)
+		return 0
+	}
+
+	if b, err := waiter.DequeueBatch(ctx, "q", mq.DequeueOptions{Wait: 10 * time.Millisecond}); err != nil || b != nil {
+		t.Fatalf("first long poll: %v, %v", b, err) // starts the listener
+	}
+	old := waitListener(0)
+	var killed bool
+	if err := writer.DB().GetContext(ctx, &killed, `SELECT pg_terminate_backend($1)`, old); err != nil || !killed {
+		t.Fatalf("terminate the listener's backend %d: %v, %v", old, killed, err)
+	}
+	start := time.Now()
+	b, err := waiter.DequeueBatch(ctx, "q", mq.DequeueOptions{Wait: 300 * time.Millisecond})
+	if err != nil || b != nil || time.Since(start) > 300*time.Millisecond+crossWake {
+		t.Fatalf("a long poll while the listener is down returned %v, %v after %v; want nothing at its deadline", b, err, time.Since(start))
+	}
+	waitListener(old)
+
+	ch := poll(t, waiter, "q", 30*time.Second)
+	if err := writer.Enqueue(ctx, mq.Message{Queue: "q", Payload: []byte("after reconnect")}); err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, ch, "after reconnect", "Enqueue after the listener reconnected")
+}
+
+// TestCloseEndsTheListener: Close drops the LISTEN connection instead of returning it
+// to a shared pool, and later long polls fail with ErrClosed.
+func TestCloseEndsTheListener(t *testing.T) {
+	q, dsn, schema := openSchema(t)
+	ctx := t.Context()
+	db, err := postgres.OpenDB(ctx, dsn, postgres.DBOptions{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	shared := postgres.New(db, postgres.Options{})
+	if _, err := shared.DequeueBatch(ctx, "q", mq.DequeueOptions{Wait: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	channel, err := postgres.Channel(ctx, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() (n int) {
+		if err := q.DB().GetContext(ctx, &n, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`, `LISTEN "`+channel+`"`); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if count() != 1 {
+		t.Fatalf("%d LISTEN connections, want 1", count())
+	}
+	if err := shared.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for count() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d LISTEN connections remain after Close", n)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("the shared database must stay open after the queue's Close: %v", err)
+	}
+	if _, err := shared.DequeueBatch(ctx, "q", mq.DequeueOptions{Wait: time.Second}); !errors.Is(err, mq.ErrClosed) {
+		t.Fatalf("DequeueBatch after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestPoolOfOneStillWorks: the listener must not take a one-connection pool's only
+// connection; long polls then end at their deadline or with this process's writes.
+func TestPoolOfOneStillWorks(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	q, err := postgres.Open(t.Context(), dsn, postgres.Options{DB: postgres.DBOptions{Schema: schema, MaxOpenConns: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ctx := t.Context()
+	if b, err := q.DequeueBatch(ctx, "q", mq.DequeueOptions{Wait: 100 * time.Millisecond}); err != nil || b != nil {
+		t.Fatalf("long poll on an empty queue: %v, %v", b, err)
+	}
+	ch := poll(t, q, "q", 30*time.Second)
+	if err := q.Enqueue(ctx, mq.Message{Queue: "q", Payload: []byte("local")}); err != nil {
+		t.Fatalf("Enqueue with a pool of one while a long poll waits: %v", err)
+	}
+	wantWoken(t, ch, "local", "Enqueue in the same process with a pool of one")
+}
