@@ -2,229 +2,76 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/duroq/duroq/eventstore"
+	"github.com/duroq/duroq/internal/essql"
 	"github.com/jmoiron/sqlx"
 )
 
 // Update implements eventstore.Metadata.
 func (s *Store) Update(ctx context.Context, stream string, u eventstore.StreamUpdate) error {
-	if err := eventstore.CheckUpdate(stream, u); err != nil {
-		return err
-	}
-	return s.run(ctx, "update", stream, func(tx *sqlx.Tx) error { return s.update(ctx, tx, stream, u) })
+	return s.c.Update(ctx, stream, u)
 }
 
 // UpdateTx is Update inside tx.
 func (s *Store) UpdateTx(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate) error {
-	if err := eventstore.CheckUpdate(stream, u); err != nil {
-		return err
-	}
-	return s.inTx(ctx, tx, "update", stream, func() error { return s.update(ctx, tx, stream, u) })
+	return s.c.UpdateTx(ctx, tx, stream, u)
 }
 
-// update locks (or creates) the stream, upserts the partition, then brings the
-// stream's mirror of its current partition up to date and, when the partition
-// ends, merges the KV delta.
-func (s *Store) update(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate) error {
-	now := micros(s.now())
+// updateRows locks (or creates) the stream, upserts the partition, then brings the
+// stream's mirror of its current partition up to date.
+func (s *Store) updateRows(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate, status any, ends bool, now int64) error {
 	if _, err := tx.ExecContext(ctx, qLockStream, stream, u.Partition, now); err != nil {
 		return err
 	}
-	var status any
-	ends := false
-	if u.Status != nil {
-		status, ends = string(*u.Status), u.Status.EndsPartition()
-	}
 	var partStatus string
-	if err := scanRow(ctx, tx, qUpsertPartition,
-		[]any{stream, u.Partition, status, ends, nullString(u.Output), nullString(u.PinnedVersion), now},
+	if err := s.c.ScanRow(ctx, tx, qUpsertPartition,
+		[]any{stream, u.Partition, status, ends, essql.NullString(u.Output), essql.NullString(u.PinnedVersion), now},
 		&partStatus); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, qUpdateStream,
-		nullString(u.Name), nullString(u.Version), u.Parent != nil, nullString(u.Parent),
-		u.Partition, partStatus, now, stream); err != nil {
-		return err
-	}
-	if ends {
-		for _, q := range []string{qMergeKVSet, qMergeKVClear, qMergeKVDrop} {
-			if _, err := tx.ExecContext(ctx, q, stream, u.Partition); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	_, err := tx.ExecContext(ctx, qUpdateStream,
+		essql.NullString(u.Name), essql.NullString(u.Version), u.Parent != nil, essql.NullString(u.Parent),
+		u.Partition, partStatus, now, stream)
+	return err
 }
 
 // Stream implements eventstore.Metadata.
 func (s *Store) Stream(ctx context.Context, stream string) (eventstore.StreamInfo, error) {
-	return s.StreamTx(ctx, s.db, stream)
+	return s.c.Stream(ctx, stream)
 }
 
 // StreamTx is Stream through q.
 func (s *Store) StreamTx(ctx context.Context, q sqlx.QueryerContext, stream string) (eventstore.StreamInfo, error) {
-	const op = "stream"
-	if err := s.usableWith(ctx, op, q); err != nil {
-		return eventstore.StreamInfo{}, err
-	}
-	if err := eventstore.CheckStream(op, stream); err != nil {
-		return eventstore.StreamInfo{}, err
-	}
-	var (
-		info                       = eventstore.StreamInfo{Stream: stream}
-		streamStatus               string
-		custom                     sql.NullString
-		created, updated           int64
-		partStatus, output, pinned sql.NullString
-		completed                  sql.NullInt64
-	)
-	err := scanRow(ctx, q, qStream, []any{stream},
-		&info.Name, &info.Version, &info.Parent, &streamStatus, &info.CurrentPartition,
-		&custom, &info.CustomStatusVersion, &created, &updated,
-		&partStatus, &output, &pinned, &completed)
-	if errors.Is(err, sql.ErrNoRows) {
-		return eventstore.StreamInfo{}, eventstore.NotFound(op, stream)
-	}
-	if err != nil {
-		return eventstore.StreamInfo{}, wrap(op, stream, err)
-	}
-	info.Status = eventstore.Status(streamStatus)
-	if partStatus.Valid {
-		info.Status = eventstore.Status(partStatus.String)
-	}
-	info.Output, info.PinnedVersion, info.CompletedAt = stringPtr(output), stringPtr(pinned), timeOrZero(completed)
-	info.CustomStatus = stringPtr(custom)
-	info.CreatedAt, info.UpdatedAt = fromMicros(created), fromMicros(updated)
-	return info, nil
+	return s.c.StreamTx(ctx, q, stream)
 }
 
 // ListStreams implements eventstore.Metadata.
 func (s *Store) ListStreams(ctx context.Context, f eventstore.StreamFilter) ([]string, error) {
-	return s.ListStreamsTx(ctx, s.db, f)
+	return s.c.ListStreams(ctx, f)
 }
 
 // ListStreamsTx is ListStreams through q.
 func (s *Store) ListStreamsTx(ctx context.Context, q sqlx.QueryerContext, f eventstore.StreamFilter) ([]string, error) {
-	const op = "list streams"
-	if err := s.usableWith(ctx, op, q); err != nil {
-		return nil, err
-	}
-	if err := eventstore.CheckFilter(op, f); err != nil {
-		return nil, err
-	}
-	ids, err := listStreams(ctx, q, f, false)
-	return ids, wrap(op, "", err)
-}
-
-// listStreams builds the query of a filter; every condition has an index or a
-// primary key behind it except CompletedBefore (an admin query). With lock set (q
-// must be a transaction) the selected streams are locked, and a stream changed
-// meanwhile is selected only if it still matches.
-func listStreams(ctx context.Context, q sqlx.QueryerContext, f eventstore.StreamFilter, lock bool) ([]string, error) {
-	var (
-		query strings.Builder
-		conds []string
-		args  []any
-	)
-	param := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	query.WriteString("SELECT s.stream FROM es_streams s")
-	if !f.CompletedBefore.IsZero() {
-		query.WriteString(" JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition")
-		conds = append(conds, "p.completed_at < "+param(micros(f.CompletedBefore)))
-	}
-	if f.Streams != nil {
-		// One array parameter, whatever the number of ids.
-		conds = append(conds, "s.stream = ANY("+param(f.Streams)+"::text[])")
-	}
-	if f.Status != "" {
-		conds = append(conds, "s.status = "+param(string(f.Status)))
-	}
-	if f.Parent != "" {
-		conds = append(conds, "s.parent = "+param(f.Parent))
-	}
-	if f.RootsOnly {
-		conds = append(conds, "s.parent IS NULL")
-	}
-	if len(conds) > 0 {
-		query.WriteString(" WHERE " + strings.Join(conds, " AND "))
-	}
-	query.WriteString(" ORDER BY s.stream")
-	if f.Limit > 0 {
-		query.WriteString(" LIMIT " + param(f.Limit))
-	}
-	if lock {
-		query.WriteString(" FOR UPDATE OF s")
-	}
-	ids := []string{}
-	err := sqlx.SelectContext(ctx, q, &ids, query.String(), args...)
-	return ids, err
+	return s.c.ListStreamsTx(ctx, q, f)
 }
 
 // SetCustomStatus implements eventstore.Metadata.
 func (s *Store) SetCustomStatus(ctx context.Context, stream string, value *string) (version int64, err error) {
-	if err := eventstore.CheckCustomStatus(stream, value); err != nil {
-		return 0, err
-	}
-	err = s.run(ctx, "set custom status", stream, func(tx *sqlx.Tx) error {
-		version, err = setCustomStatus(ctx, tx, stream, value, micros(s.now()))
-		return err
-	})
-	return version, err
+	return s.c.SetCustomStatus(ctx, stream, value)
 }
 
 // SetCustomStatusTx is SetCustomStatus inside tx.
 func (s *Store) SetCustomStatusTx(ctx context.Context, tx *sqlx.Tx, stream string, value *string) (version int64, err error) {
-	if err := eventstore.CheckCustomStatus(stream, value); err != nil {
-		return 0, err
-	}
-	err = s.inTx(ctx, tx, "set custom status", stream, func() error {
-		version, err = setCustomStatus(ctx, tx, stream, value, micros(s.now()))
-		return err
-	})
-	return version, err
-}
-
-func setCustomStatus(ctx context.Context, tx *sqlx.Tx, stream string, value *string, now int64) (int64, error) {
-	var version int64
-	err := scanRow(ctx, tx, qSetCustomStatus, []any{nullString(value), now, stream}, &version)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, eventstore.NotFound("set custom status", stream)
-	}
-	return version, err
+	return s.c.SetCustomStatusTx(ctx, tx, stream, value)
 }
 
 // CustomStatus implements eventstore.Metadata.
 func (s *Store) CustomStatus(ctx context.Context, stream string, lastSeen int64) (eventstore.CustomStatus, bool, error) {
-	return s.CustomStatusTx(ctx, s.db, stream, lastSeen)
+	return s.c.CustomStatus(ctx, stream, lastSeen)
 }
 
 // CustomStatusTx is CustomStatus through q.
 func (s *Store) CustomStatusTx(ctx context.Context, q sqlx.QueryerContext, stream string, lastSeen int64) (eventstore.CustomStatus, bool, error) {
-	const op = "custom status"
-	if err := s.usableWith(ctx, op, q); err != nil {
-		return eventstore.CustomStatus{}, false, err
-	}
-	if err := eventstore.CheckStream(op, stream); err != nil {
-		return eventstore.CustomStatus{}, false, err
-	}
-	var (
-		value   sql.NullString
-		version int64
-	)
-	err := scanRow(ctx, q, qCustomStatus, []any{stream, lastSeen}, &value, &version)
-	if errors.Is(err, sql.ErrNoRows) {
-		return eventstore.CustomStatus{}, false, nil
-	}
-	if err != nil {
-		return eventstore.CustomStatus{}, false, wrap(op, stream, err)
-	}
-	return eventstore.CustomStatus{Value: stringPtr(value), Version: version}, true, nil
+	return s.c.CustomStatusTx(ctx, q, stream, lastSeen)
 }

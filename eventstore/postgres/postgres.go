@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/eventstore"
-	"github.com/duroq/duroq/internal/migrate"
+	"github.com/duroq/duroq/internal/essql"
 	"github.com/duroq/duroq/internal/pgdb"
 	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/jmoiron/sqlx"
@@ -54,10 +54,7 @@ type Options struct {
 // transaction stays usable; reads take any sqlx.QueryerContext (the *sqlx.Tx, or the
 // *sqlx.DB).
 type Store struct {
-	db      *sqlx.DB
-	owned   bool
-	now     func() time.Time
-	closed  atomic.Bool
+	c       *essql.Store
 	retries atomic.Int64 // transactions run again (see run), for tests
 }
 
@@ -70,8 +67,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eventstore/postgres: %w", err)
 	}
-	s := New(db, o)
-	s.owned = true
+	s := newStore(db, true, o)
 	if err := s.Migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -81,76 +77,44 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 
 // New returns a store over db, a database the caller owns (Close leaves it open) and
 // may share with other stores, such as mq/postgres. Call Migrate before use.
-func New(db *sqlx.DB, o Options) *Store {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return &Store{db: db, now: o.Now}
+func New(db *sqlx.DB, o Options) *Store { return newStore(db, false, o) }
+
+func newStore(db *sqlx.DB, owned bool, o Options) *Store {
+	s := &Store{}
+	s.c = essql.New(db, owned, o.Now, essql.Dialect{
+		Name:      "eventstore/postgres",
+		Savepoint: savepoint,
+		Bind:      sqlx.DOLLAR,
+		Arrays:    true,
+		Queries:   queries,
+		Run:       s.run,
+		Exec: func(ctx context.Context, tx *sqlx.Tx, query string, args ...any) (sql.Result, error) {
+			return tx.ExecContext(ctx, query, args...)
+		},
+		Query: func(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sql.Rows, error) {
+			return q.QueryContext(ctx, query, args...)
+		},
+		Append:     s.append,
+		UpdateRows: s.updateRows,
+		LockPlan:   lockedPlan,
+	})
+	return s
 }
 
 // Migrate creates or upgrades the store's tables (the "eventstore" migration line)
 // in the schema of db's search_path. It is idempotent and safe when several
 // processes call it at once: migrators serialise on an advisory lock.
 func (s *Store) Migrate(ctx context.Context) error {
-	migs, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return fmt.Errorf("eventstore/postgres: %w", err)
-	}
-	if err := migrate.Apply(ctx, s.db.DB, pgdb.Dialect, MigrationLine, migs); err != nil {
-		return fmt.Errorf("eventstore/postgres: %w", err)
-	}
-	return nil
+	return s.c.Migrate(ctx, migrations, pgdb.Dialect, MigrationLine)
 }
 
 // DB returns the underlying database, for transactions spanning this store and other
 // stores (see the *Tx methods).
-func (s *Store) DB() *sqlx.DB { return s.db }
+func (s *Store) DB() *sqlx.DB { return s.c.DB() }
 
 // Close implements eventstore.EventStore. It closes the database only if Open
 // created it.
-func (s *Store) Close() error {
-	if s.closed.Swap(true) || !s.owned {
-		return nil
-	}
-	return s.db.Close()
-}
-
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
-
-// usable fails when the store is closed or ctx has ended.
-func (s *Store) usable(ctx context.Context, op string) error {
-	if s.closed.Load() {
-		return eventstore.Closed(op)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("eventstore/postgres: %s: %w", op, err)
-	}
-	return nil
-}
-
-// usableWith is usable for a read through q, which must be a transaction or a
-// database.
-func (s *Store) usableWith(ctx context.Context, op string, q sqlx.QueryerContext) error {
-	if err := s.usable(ctx, op); err != nil {
-		return err
-	}
-	switch q := q.(type) {
-	case nil:
-	case *sqlx.Tx:
-		if q != nil {
-			return nil
-		}
-	case *sqlx.DB:
-		if q != nil {
-			return nil
-		}
-	default:
-		return nil
-	}
-	return &eventstore.InvalidError{Op: op, Field: "q", Reason: "nil transaction or database"}
-}
+func (s *Store) Close() error { return s.c.Close() }
 
 // Retries of a write that PostgreSQL aborted for a transient reason (a deadlock
 // between writers of overlapping streams, a serialization failure, a lost
@@ -164,14 +128,11 @@ const (
 
 // run runs fn in a transaction of its own (READ COMMITTED, the server's default),
 // retrying the whole transaction on a retryable failure.
-func (s *Store) run(ctx context.Context, op, stream string, fn func(tx *sqlx.Tx) error) error {
-	if err := s.usable(ctx, op); err != nil {
-		return err
-	}
+func (s *Store) run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		err := sqltx.Run(ctx, s.db, fn)
+		err := sqltx.Run(ctx, s.c.DB(), fn)
 		if err == nil || attempt == maxAttempts || !pgdb.IsRetryable(err) || eventstore.IsContractError(err) {
-			return wrap(op, stream, err)
+			return err
 		}
 		s.retries.Add(1)
 		pause := min(retryBackoff<<(attempt-1), maxBackoff)
@@ -180,7 +141,7 @@ func (s *Store) run(ctx context.Context, op, stream string, fn func(tx *sqlx.Tx)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return wrap(op, stream, errors.Join(err, ctx.Err()))
+			return errors.Join(err, ctx.Err())
 		case <-timer.C:
 		}
 	}
@@ -189,72 +150,3 @@ func (s *Store) run(ctx context.Context, op, stream string, fn func(tx *sqlx.Tx)
 // savepoint names the savepoint of a write twin. PostgreSQL allows nesting one
 // name; ROLLBACK TO and RELEASE act on the innermost.
 const savepoint = "duroq_eventstore"
-
-// inTx runs fn inside the caller's transaction under a savepoint, so that a failing
-// fn leaves nothing behind and the transaction stays usable (PostgreSQL refuses
-// every statement of a transaction after a failed one, unless it is rolled back to
-// a savepoint).
-func (s *Store) inTx(ctx context.Context, tx *sqlx.Tx, op, stream string, fn func() error) error {
-	if err := s.usable(ctx, op); err != nil {
-		return err
-	}
-	if tx == nil {
-		return &eventstore.InvalidError{Op: op, Stream: stream, Field: "tx", Reason: "nil transaction"}
-	}
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint); err != nil {
-		return wrap(op, stream, err)
-	}
-	if err := fn(); err != nil {
-		// The rollback must happen even when ctx has ended.
-		bg := context.WithoutCancel(ctx)
-		if _, rbErr := tx.ExecContext(bg, "ROLLBACK TO SAVEPOINT "+savepoint); rbErr != nil {
-			return wrap(op, stream, errors.Join(err, rbErr))
-		}
-		if _, relErr := tx.ExecContext(bg, "RELEASE SAVEPOINT "+savepoint); relErr != nil {
-			return wrap(op, stream, errors.Join(err, relErr))
-		}
-		return wrap(op, stream, err)
-	}
-	_, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+savepoint)
-	return wrap(op, stream, err)
-}
-
-// wrap names op and stream in storage errors; the contract's own errors already
-// carry them and pass unchanged.
-func wrap(op, stream string, err error) error {
-	if err == nil || eventstore.IsContractError(err) {
-		return err
-	}
-	if stream == "" {
-		return fmt.Errorf("eventstore/postgres: %s: %w", op, err)
-	}
-	return fmt.Errorf("eventstore/postgres: %s stream %q: %w", op, stream, err)
-}
-
-// nullString binds a *string: nil is NULL.
-func nullString(p *string) any {
-	if p == nil {
-		return nil
-	}
-	return *p
-}
-
-// scanRow runs a single-row query through q; it returns sql.ErrNoRows when there is
-// none.
-func scanRow(ctx context.Context, q sqlx.QueryerContext, query string, args []any, dest ...any) error {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return sql.ErrNoRows
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return err
-	}
-	return rows.Close()
-}

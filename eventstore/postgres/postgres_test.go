@@ -13,7 +13,7 @@ import (
 	"github.com/duroq/duroq/conformance"
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/eventstore/postgres"
-	"github.com/duroq/duroq/internal/migrate"
+	"github.com/duroq/duroq/internal/estest"
 	"github.com/duroq/duroq/internal/pgdb"
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/internal/sqltx"
@@ -45,26 +45,12 @@ func fresh(t testing.TB, now func() time.Time) *postgres.Store {
 	return open(t, dsn, schema, now)
 }
 
-// corrupt damages one stored event the way an outside writer would: the data
-// changes, the checksum does not.
-func corrupt(t *testing.T, db *sqlx.DB, stream string, partition, seq int64) {
-	t.Helper()
-	res, err := db.Exec(`UPDATE es_events SET data = '\xdead'::bytea || data WHERE stream = $1 AND partition = $2 AND seq = $3`,
-		stream, partition, seq)
-	if err != nil {
-		t.Fatalf("corrupt: %v", err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		t.Fatalf("corrupt: no event %s/%d/%d", stream, partition, seq)
-	}
-}
-
 func TestConformance(t *testing.T) {
 	pgtest.DSN(t) // skip, saying how to enable the test, before the suite starts
 	conformance.TestEventStore(t, conformance.EventStoreFactory{
 		New: func(t *testing.T, now func() time.Time) eventstore.EventStore { return fresh(t, now) },
 		Corrupt: func(t *testing.T, s eventstore.EventStore, stream string, partition, seq int64) {
-			corrupt(t, s.(*postgres.Store).DB(), stream, partition, seq)
+			estest.Corrupt(t, s.(*postgres.Store), `'\xdead'::bytea`, stream, partition, seq)
 		},
 	})
 }
@@ -85,59 +71,13 @@ func must(t testing.TB, err error, what string) {
 // TestReopenKeepsEverything writes every kind of state, closes the store (and its
 // pool), opens the schema again and reads it all back.
 func TestReopenKeepsEverything(t *testing.T) {
-	ctx := t.Context()
 	dsn, schema := pgtest.Schema(t)
-	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := func() time.Time { return at }
-	s := open(t, dsn, schema, now)
-	can, running := eventstore.StatusContinuedAsNew, eventstore.StatusRunning
-	must(t, s.Append(ctx, "parent", 1, []eventstore.Event{{Seq: 1, Type: "Started", Data: []byte("in")}}), "Append")
-	must(t, s.Append(ctx, "child", 1, []eventstore.Event{{Seq: 1, Type: "Started", Data: []byte("a")}, {Seq: 2, Data: []byte("b")}}), "Append")
-	must(t, s.ApplyKV(ctx, "child", 1, []eventstore.KVMutation{{Op: eventstore.KVSet, Key: "stored", Value: "s"}}), "ApplyKV")
-	must(t, s.Update(ctx, "child", eventstore.StreamUpdate{Partition: 1, Name: ptr("Child"), Version: ptr("1.2"),
-		Parent: ptr("parent"), Status: &can, Output: ptr("carried"), PinnedVersion: ptr("0.1.0")}), "Update")
-	must(t, s.Update(ctx, "child", eventstore.StreamUpdate{Partition: 2, Status: &running}), "Update(partition 2)")
-	must(t, s.ApplyKV(ctx, "child", 2, []eventstore.KVMutation{{Op: eventstore.KVSet, Key: "delta", Value: "d"}}), "ApplyKV")
-	if _, err := s.SetCustomStatus(ctx, "child", ptr("half way")); err != nil {
-		t.Fatal(err)
-	}
-	must(t, s.Close(), "Close")
-
-	s = open(t, dsn, schema, now)
-	info, err := s.Stream(ctx, "child")
-	must(t, err, "Stream")
-	if info.Name != "Child" || info.Version != "1.2" || info.Parent != "parent" || info.CurrentPartition != 2 ||
-		info.Status != running || *info.CustomStatus != "half way" || info.CustomStatusVersion != 1 || !info.CreatedAt.Equal(at) {
-		t.Fatalf("Stream after reopen = %+v", info)
-	}
-	events, err := s.Read(ctx, "child", 1)
-	must(t, err, "Read")
-	if len(events) != 2 || events[0].Type != "Started" || string(events[1].Data) != "b" || !events[0].CreatedAt.Equal(at) {
-		t.Fatalf("Read after reopen = %+v", events)
-	}
-	parts, err := s.Partitions(ctx, "child")
-	must(t, err, "Partitions")
-	if len(parts) != 2 || parts[0].Status != can || *parts[0].Output != "carried" || *parts[0].PinnedVersion != "0.1.0" ||
-		parts[0].Events != 2 || parts[0].Bytes != 2 || !parts[0].CompletedAt.Equal(at) {
-		t.Fatalf("Partitions after reopen = %+v", parts)
-	}
-	snap, err := s.KVSnapshot(ctx, "child")
-	must(t, err, "KVSnapshot")
-	all, err := s.KVAll(ctx, "child")
-	must(t, err, "KVAll")
-	if len(snap) != 1 || snap["stored"].Value != "s" || len(all) != 2 || all["delta"].Value != "d" {
-		t.Fatalf("KV after reopen: snapshot %v, all %v", snap, all)
-	}
-	kids, err := s.ListStreams(ctx, eventstore.StreamFilter{Parent: "parent"})
-	must(t, err, "ListStreams")
-	if len(kids) != 1 || kids[0] != "child" {
-		t.Fatalf("children after reopen = %v", kids)
-	}
+	estest.ReopenKeepsEverything(t, func(now func() time.Time) eventstore.EventStore { return open(t, dsn, schema, now) })
 }
 
 // sharedDB opens one database schema holding this store's tables and a stand-in for
 // another package's (its own migration line, like mq/postgres's "mq").
-func sharedDB(t *testing.T) (*sqlx.DB, *postgres.Store) {
+func sharedDB(t *testing.T) estest.Shared {
 	t.Helper()
 	dsn, schema := pgtest.Schema(t)
 	db, err := postgres.OpenDB(t.Context(), dsn, postgres.DBOptions{Schema: schema, MaxOpenConns: testPool})
@@ -145,136 +85,26 @@ func sharedDB(t *testing.T) (*sqlx.DB, *postgres.Store) {
 	t.Cleanup(func() { db.Close() })
 	s := postgres.New(db, postgres.Options{})
 	must(t, s.Migrate(t.Context()), "Migrate")
-	other := []migrate.Migration{{Version: 1, Name: "0001_side.sql", SQL: `CREATE TABLE side_rows (v TEXT NOT NULL)`}}
-	must(t, migrate.Apply(t.Context(), db.DB, pgdb.Dialect, "side", other), "migrate side line")
-	return db, s
-}
-
-func sideRows(t *testing.T, db *sqlx.DB) []string {
-	t.Helper()
-	var rows []string
-	must(t, db.Select(&rows, `SELECT v FROM side_rows ORDER BY v`), "select side rows")
-	return rows
-}
-
-// turn writes what an orchestration turn writes, plus a row of the other package.
-func turn(ctx context.Context, s *postgres.Store, tx *sqlx.Tx, stream string) error {
-	completed := eventstore.StatusCompleted
-	if _, _, err := s.ReadLatestTx(ctx, tx, stream); err != nil {
-		return err
-	}
-	if _, err := s.KVSnapshotTx(ctx, tx, stream); err != nil {
-		return err
-	}
-	if err := s.AppendTx(ctx, tx, stream, 1, []eventstore.Event{{Seq: 1, Data: []byte("started")}}); err != nil {
-		return err
-	}
-	if err := s.UpdateTx(ctx, tx, stream, eventstore.StreamUpdate{Partition: 1, Name: ptr("Orch")}); err != nil {
-		return err
-	}
-	if _, err := s.SetCustomStatusTx(ctx, tx, stream, ptr("busy")); err != nil {
-		return err
-	}
-	if err := s.ApplyKVTx(ctx, tx, stream, 1, []eventstore.KVMutation{{Op: eventstore.KVSet, Key: "k", Value: "v"}}); err != nil {
-		return err
-	}
-	if err := s.UpdateTx(ctx, tx, stream, eventstore.StreamUpdate{Partition: 1, Status: &completed}); err != nil {
-		return err
-	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO side_rows (v) VALUES ($1)`, stream)
-	return err
+	estest.SideTable(t, db, pgdb.Dialect)
+	return estest.Shared{DB: db, Store: s, Run: func(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+		return sqltx.Run(ctx, db, fn)
+	}}
 }
 
 func TestSharedDBTransactionCommitsAndRollsBackTogether(t *testing.T) {
-	ctx := t.Context()
-	db, s := sharedDB(t)
-	must(t, sqltx.Run(ctx, db, func(tx *sqlx.Tx) error { return turn(ctx, s, tx, "kept") }), "committed turn")
-
-	boom := errors.New("the queue write failed")
-	err := sqltx.Run(ctx, db, func(tx *sqlx.Tx) error {
-		if err := turn(ctx, s, tx, "rolled-back"); err != nil {
-			return err
-		}
-		if err := s.AppendTx(ctx, tx, "kept", 1, []eventstore.Event{{Seq: 2}}); err != nil {
-			return err
-		}
-		if _, err := s.DeleteTx(ctx, tx, []string{"kept"}, eventstore.DeleteOptions{}); err != nil {
-			return err
-		}
-		return boom
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("rolled-back turn = %v, want %v", err, boom)
-	}
-
-	if rows := sideRows(t, db); len(rows) != 1 || rows[0] != "kept" {
-		t.Fatalf("side rows = %v, want [kept]", rows)
-	}
-	if _, err := s.Stream(ctx, "rolled-back"); !errors.Is(err, eventstore.ErrNotFound) {
-		t.Fatalf("Stream(rolled-back) = %v, want ErrNotFound", err)
-	}
-	info, err := s.Stream(ctx, "kept")
-	must(t, err, "Stream(kept)")
-	if info.Name != "Orch" || info.Status != eventstore.StatusCompleted || info.CustomStatusVersion != 1 {
-		t.Fatalf("kept = %+v, want the committed turn", info)
-	}
-	events, err := s.Read(ctx, "kept", 1)
-	if err != nil || len(events) != 1 {
-		t.Fatalf("Read(kept) = %d events, %v; want the committed event only", len(events), err)
-	}
-	snap, err := s.KVSnapshot(ctx, "kept")
-	if err != nil || snap["k"].Value != "v" {
-		t.Fatalf("KVSnapshot(kept) = %v, %v; want k=v", snap, err)
-	}
+	estest.TransactionCommitsAndRollsBackTogether(t, sharedDB(t))
 }
 
-// TestFailedTxWriteLeavesNothing: a twin failing inside a transaction that the
-// caller commits anyway has left nothing of itself (it ran under a savepoint), and
-// the transaction stays usable: PostgreSQL would otherwise refuse every later
-// statement.
 func TestFailedTxWriteLeavesNothing(t *testing.T) {
-	ctx := t.Context()
-	db, s := sharedDB(t)
-	must(t, s.Append(ctx, "s", 1, []eventstore.Event{{Seq: 3}}), "Append")
-	err := sqltx.Run(ctx, db, func(tx *sqlx.Tx) error {
-		err := s.AppendTx(ctx, tx, "s", 1, []eventstore.Event{{Seq: 1}, {Seq: 2}, {Seq: 3}})
-		if ce, ok := errors.AsType[*eventstore.ConflictError](err); !ok || ce.Seq != 3 {
-			t.Errorf("AppendTx = %v, want a *ConflictError for seq 3", err)
-		}
-		if _, err := s.DeleteTx(ctx, tx, []string{"s"}, eventstore.DeleteOptions{}); !errors.Is(err, eventstore.ErrRunning) {
-			t.Errorf("DeleteTx(running) = %v, want ErrRunning", err)
-		}
-		if _, err := s.SetCustomStatusTx(ctx, tx, "nobody", ptr("x")); !errors.Is(err, eventstore.ErrNotFound) {
-			t.Errorf("SetCustomStatusTx(unknown) = %v, want ErrNotFound", err)
-		}
-		if _, err := tx.ExecContext(ctx, `SELECT 1`); err != nil {
-			return fmt.Errorf("transaction unusable after failed twins: %w", err)
-		}
-		if err := s.AppendTx(ctx, tx, "s", 1, []eventstore.Event{{Seq: 4}}); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO side_rows (v) VALUES ('after')`)
-		return err
-	})
-	must(t, err, "transaction")
-	events, err := s.Read(ctx, "s", 1)
-	if err != nil || len(events) != 2 || events[0].Seq != 3 || events[1].Seq != 4 {
-		t.Fatalf("Read = %+v, %v; want events 3 and 4", events, err)
-	}
-	parts, err := s.Partitions(ctx, "s")
-	if err != nil || parts[0].Events != 2 {
-		t.Fatalf("Partitions = %+v, %v; want a count of 2", parts, err)
-	}
-	if rows := sideRows(t, db); len(rows) != 1 {
-		t.Fatalf("side rows = %v, want the transaction's own write", rows)
-	}
+	estest.FailedTxWriteLeavesNothing(t, sharedDB(t))
 }
 
 // TestTxStatementErrorRollsBackToSavepoint: a twin whose statement PostgreSQL itself
 // rejects (the transaction would be aborted) leaves the caller's transaction usable.
 func TestTxStatementErrorRollsBackToSavepoint(t *testing.T) {
 	ctx := t.Context()
-	db, s := sharedDB(t)
+	f := sharedDB(t)
+	db, s := f.DB, f.Store
 	// Make the partition upsert fail after the events went in: a check the store's
 	// own writes break.
 	_, err := db.ExecContext(ctx, `ALTER TABLE es_partitions ADD CONSTRAINT small CHECK (event_count < 3)`)
@@ -286,8 +116,7 @@ func TestTxStatementErrorRollsBackToSavepoint(t *testing.T) {
 		if err := s.AppendTx(ctx, tx, "s", 1, []eventstore.Event{{Seq: 1}}); err != nil {
 			return fmt.Errorf("AppendTx after a failed twin: %w", err)
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO side_rows (v) VALUES ('after')`)
-		return err
+		return estest.AddSideRow(ctx, tx, "after")
 	})
 	must(t, err, "transaction")
 	events, err := s.Read(ctx, "s", 1)
@@ -300,34 +129,18 @@ func TestTxStatementErrorRollsBackToSavepoint(t *testing.T) {
 // processes starting together would, each migrating.
 func TestConcurrentMigrate(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for i := range 8 {
-		wg.Go(func() {
-			s, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: postgres.DBOptions{Schema: schema, MaxOpenConns: 2}})
-			if err != nil {
-				errs <- fmt.Errorf("migrator %d: %w", i, err)
-				return
-			}
-			// Migrating again is a no-op.
-			if err := s.Migrate(context.Background()); err != nil {
-				errs <- fmt.Errorf("migrator %d again: %w", i, err)
-			}
-			s.Close()
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	s := open(t, dsn, schema, nil)
-	var versions []int
-	must(t, s.DB().Select(&versions, `SELECT version FROM duroq_migrations WHERE line = $1`, postgres.MigrationLine), "versions")
-	if len(versions) != 1 || versions[0] != 1 {
-		t.Fatalf("recorded versions = %v, want [1]", versions)
-	}
-	must(t, s.Append(t.Context(), "s", 1, []eventstore.Event{{Seq: 1}}), "Append after migrations")
+	estest.ConcurrentMigrate(t, 8, func(int) error {
+		s, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: postgres.DBOptions{Schema: schema, MaxOpenConns: 2}})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		// Migrating again is a no-op.
+		if err := s.Migrate(context.Background()); err != nil {
+			return fmt.Errorf("again: %w", err)
+		}
+		return nil
+	}, func() estest.TxStore { return open(t, dsn, schema, nil) }, postgres.MigrationLine)
 }
 
 // TestSchemasAreIsolated: two stores on two schemas of one database see nothing of
@@ -342,40 +155,16 @@ func TestSchemasAreIsolated(t *testing.T) {
 	}
 }
 
-// TestDamagedChecksumIsCorruption: a checksum column holding no 32-bit value is
-// reported as corrupt, not as a scan failure.
+// TestDamagedChecksumIsCorruption: a checksum column holding no 32-bit value, or a
+// row changed outside the store, is reported as corrupt, not as a scan failure.
 func TestDamagedChecksumIsCorruption(t *testing.T) {
-	ctx := t.Context()
-	s := fresh(t, nil)
-	must(t, s.Append(ctx, "s", 1, []eventstore.Event{{Seq: 1, Data: []byte("x")}, {Seq: 2}}), "Append")
-	for _, damage := range []string{
+	estest.DamageIsCorruption(t, fresh(t, nil), []string{
 		`UPDATE es_events SET checksum = -1 WHERE seq = 2`,
 		`UPDATE es_events SET checksum = 4294967296 WHERE seq = 2`,
 		`UPDATE es_events SET checksum = checksum # 1 WHERE seq = 2`,
 		`UPDATE es_events SET type = 'other' WHERE seq = 2`,
 		`UPDATE es_events SET seq = 3 WHERE seq = 2`,
-	} {
-		t.Run(damage, func(t *testing.T) {
-			must(t, sqltx.Run(ctx, s.DB(), func(tx *sqlx.Tx) error {
-				if _, err := tx.Exec(`SAVEPOINT damage`); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(damage); err != nil {
-					return err
-				}
-				_, err := s.ReadTx(ctx, tx, "s", 1)
-				var ce *eventstore.CorruptError
-				if !errors.As(err, &ce) || ce.Seq < 2 {
-					t.Errorf("ReadTx = %v, want a *CorruptError for the damaged event", err)
-				}
-				if _, _, err := s.ReadLatestTx(ctx, tx, "s"); !errors.Is(err, eventstore.ErrCorrupt) {
-					t.Errorf("ReadLatestTx = %v, want ErrCorrupt", err)
-				}
-				_, err = tx.Exec(`ROLLBACK TO SAVEPOINT damage`)
-				return err
-			}), "damage")
-		})
-	}
+	})
 }
 
 func TestOpenRejectsBadDSN(t *testing.T) {
@@ -385,18 +174,7 @@ func TestOpenRejectsBadDSN(t *testing.T) {
 }
 
 func TestNilTxIsInvalid(t *testing.T) {
-	ctx := t.Context()
-	s := fresh(t, nil)
-	if err := s.AppendTx(ctx, nil, "s", 1, []eventstore.Event{{Seq: 1}}); !errors.Is(err, eventstore.ErrInvalid) {
-		t.Fatalf("AppendTx(nil tx) = %v, want ErrInvalid", err)
-	}
-	var tx *sqlx.Tx
-	if _, err := s.ReadTx(ctx, tx, "s", 1); !errors.Is(err, eventstore.ErrInvalid) {
-		t.Fatalf("ReadTx(nil tx) = %v, want ErrInvalid", err)
-	}
-	if _, err := s.StreamTx(ctx, nil, "s"); !errors.Is(err, eventstore.ErrInvalid) {
-		t.Fatalf("StreamTx(nil) = %v, want ErrInvalid", err)
-	}
+	estest.NilTxIsInvalid(t, fresh(t, nil))
 }
 
 // TestDeleteWaitsForAnUncommittedTurn: a delete planned while a turn of the stream is

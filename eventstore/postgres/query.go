@@ -1,8 +1,105 @@
 package postgres
 
+import "github.com/duroq/duroq/internal/essql"
+
 // The statements of the store, in one place. Parameters carry explicit casts where
 // PostgreSQL could not infer their type (INSERT ... SELECT lists, CASE, COALESCE).
 
+// queries are the statements the shared code runs (see essql.Queries for their
+// parameters).
+var queries = essql.Queries{
+	// TouchStream locks an existing stream's row (ApplyKV).
+	TouchStream: `UPDATE es_streams SET updated_at = $1 WHERE stream = $2`,
+
+	// KVPut writes a delta entry; a NULL value is a tombstone.
+	KVPut: `INSERT INTO es_kv_delta AS d (stream, key, value, partition, updated_at)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (stream, key) DO UPDATE SET
+	value = EXCLUDED.value, partition = EXCLUDED.partition, updated_at = EXCLUDED.updated_at`,
+	KVTombstoneDelta: `UPDATE es_kv_delta SET value = NULL, partition = $1, updated_at = $2 WHERE stream = $3`,
+	KVTombstoneStore: `INSERT INTO es_kv_delta (stream, key, value, partition, updated_at)
+SELECT stream, key, NULL, $2::bigint, $3::bigint FROM es_kv_store WHERE stream = $1
+ON CONFLICT (stream, key) DO NOTHING`,
+
+	KVDeltaGet: `SELECT value, partition, updated_at FROM es_kv_delta WHERE stream = $1 AND key = $2`,
+	KVStoreGet: `SELECT value, partition, updated_at FROM es_kv_store WHERE stream = $1 AND key = $2`,
+	KVDeltaAll: `SELECT key, value, partition, updated_at FROM es_kv_delta WHERE stream = $1`,
+	KVStoreAll: `SELECT key, value, partition, updated_at FROM es_kv_store WHERE stream = $1`,
+
+	// The KV merge when partition $2 ends: set keys are written, tombstoned keys
+	// removed, the merged delta rows dropped.
+	MergeKVSet: `INSERT INTO es_kv_store AS k (stream, key, value, partition, updated_at)
+SELECT stream, key, value, partition, updated_at FROM es_kv_delta
+WHERE stream = $1 AND partition <= $2 AND value IS NOT NULL
+ON CONFLICT (stream, key) DO UPDATE SET
+	value = EXCLUDED.value, partition = EXCLUDED.partition, updated_at = EXCLUDED.updated_at`,
+	MergeKVClear: `DELETE FROM es_kv_store WHERE stream = $1 AND key IN (
+	SELECT key FROM es_kv_delta WHERE stream = $1 AND partition <= $2 AND value IS NULL)`,
+	MergeKVDrop: `DELETE FROM es_kv_delta WHERE stream = $1 AND partition <= $2`,
+
+	ReadEvents: `SELECT seq, type, data, checksum, created_at FROM es_events
+WHERE stream = $1 AND partition = $2 ORDER BY seq`,
+
+	// ReadLatest reads the current partition and its events in one statement (one
+	// snapshot): no row for an unknown stream, one row of NULL event columns for an
+	// empty partition.
+	ReadLatest: `SELECT s.current_partition, e.seq, e.type, e.data, e.checksum, e.created_at
+FROM es_streams s
+LEFT JOIN es_events e ON e.stream = s.stream AND e.partition = s.current_partition
+WHERE s.stream = $1
+ORDER BY e.seq`,
+
+	CurrentPartition: `SELECT current_partition FROM es_streams WHERE stream = $1`,
+	// LockCurrentPartition is CurrentPartition locking the stream (Prune).
+	LockCurrentPartition: `SELECT current_partition FROM es_streams WHERE stream = $1 FOR UPDATE`,
+
+	Partitions: `SELECT partition, status, output, pinned_version, started_at, completed_at, event_count, bytes
+FROM es_partitions WHERE stream = $1 ORDER BY partition`,
+
+	Stream: `SELECT s.name, s.version, COALESCE(s.parent, ''), s.status, s.current_partition,
+	s.custom_status, s.custom_status_version, s.created_at, s.updated_at,
+	p.status, p.output, p.pinned_version, p.completed_at
+FROM es_streams s
+LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
+WHERE s.stream = $1`,
+
+	SetCustomStatus: `UPDATE es_streams SET
+	custom_status = $1, custom_status_version = custom_status_version + 1, updated_at = $2
+WHERE stream = $3
+RETURNING custom_status_version`,
+	CustomStatus: `SELECT custom_status, custom_status_version FROM es_streams
+WHERE stream = $1 AND custom_status_version > $2`,
+
+	// One array parameter, whatever the number of ids.
+	StreamIn:     `s.stream = ANY(?::text[])`,
+	LockSelected: ` FOR UPDATE OF s`,
+
+	Node:     `SELECT COALESCE(parent, ''), status FROM es_streams WHERE stream = $1`,
+	Children: `SELECT stream FROM es_streams WHERE parent = $1 ORDER BY stream`,
+
+	// All the streams at once.
+	DeleteEvents:     `DELETE FROM es_events WHERE stream = ANY($1::text[])`,
+	DeletePartitions: `DELETE FROM es_partitions WHERE stream = ANY($1::text[])`,
+	DeleteKVStore:    `DELETE FROM es_kv_store WHERE stream = ANY($1::text[])`,
+	DeleteKVDelta:    `DELETE FROM es_kv_delta WHERE stream = ANY($1::text[])`,
+	DeleteStreams:    `DELETE FROM es_streams WHERE stream = ANY($1::text[])`,
+
+	// All the partitions at once.
+	PruneEvents:     `DELETE FROM es_events WHERE stream = $1 AND partition = ANY($2::bigint[])`,
+	PrunePartitions: `DELETE FROM es_partitions WHERE stream = $1 AND partition = ANY($2::bigint[])`,
+
+	Stats: `SELECT s.current_partition, COALESCE(p.event_count, 0), COALESCE(p.bytes, 0)
+FROM es_streams s
+LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
+WHERE s.stream = $1`,
+
+	TotalStreams:    `SELECT COUNT(*) FROM es_streams`,
+	TotalPartitions: `SELECT COUNT(*), COALESCE(SUM(event_count), 0)::bigint FROM es_partitions`,
+	TotalsByStatus:  `SELECT status, COUNT(*) FROM es_streams GROUP BY status`,
+}
+
+// The statements of this backend's own steps: Append, Update and the locks of a
+// delete.
 const (
 	// qAppend is Append in one statement. It inserts the events ($3 sequence
 	// numbers, $4 types, $5 data, $6 checksums), skipping a number that is already
@@ -75,91 +172,8 @@ RETURNING status`
 	updated_at = $7
 WHERE stream = $8`
 
-	// The KV merge when partition $2 ends: set keys are written, tombstoned keys
-	// removed, the merged delta rows dropped.
-	qMergeKVSet = `INSERT INTO es_kv_store AS k (stream, key, value, partition, updated_at)
-SELECT stream, key, value, partition, updated_at FROM es_kv_delta
-WHERE stream = $1 AND partition <= $2 AND value IS NOT NULL
-ON CONFLICT (stream, key) DO UPDATE SET
-	value = EXCLUDED.value, partition = EXCLUDED.partition, updated_at = EXCLUDED.updated_at`
-	qMergeKVClear = `DELETE FROM es_kv_store WHERE stream = $1 AND key IN (
-	SELECT key FROM es_kv_delta WHERE stream = $1 AND partition <= $2 AND value IS NULL)`
-	qMergeKVDrop = `DELETE FROM es_kv_delta WHERE stream = $1 AND partition <= $2`
-
-	qSetCustomStatus = `UPDATE es_streams SET
-	custom_status = $1, custom_status_version = custom_status_version + 1, updated_at = $2
-WHERE stream = $3
-RETURNING custom_status_version`
-
-	qCustomStatus = `SELECT custom_status, custom_status_version FROM es_streams
-WHERE stream = $1 AND custom_status_version > $2`
-
-	// qTouchStream locks an existing stream's row (ApplyKV).
-	qTouchStream = `UPDATE es_streams SET updated_at = $1 WHERE stream = $2`
-
-	// qKVPut writes a delta entry; a NULL value is a tombstone.
-	qKVPut = `INSERT INTO es_kv_delta AS d (stream, key, value, partition, updated_at)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (stream, key) DO UPDATE SET
-	value = EXCLUDED.value, partition = EXCLUDED.partition, updated_at = EXCLUDED.updated_at`
-	qKVTombstoneDelta = `UPDATE es_kv_delta SET value = NULL, partition = $1, updated_at = $2 WHERE stream = $3`
-	qKVTombstoneStore = `INSERT INTO es_kv_delta (stream, key, value, partition, updated_at)
-SELECT stream, key, NULL, $2::bigint, $3::bigint FROM es_kv_store WHERE stream = $1
-ON CONFLICT (stream, key) DO NOTHING`
-
-	qKVDeltaGet = `SELECT value, partition, updated_at FROM es_kv_delta WHERE stream = $1 AND key = $2`
-	qKVStoreGet = `SELECT value, partition, updated_at FROM es_kv_store WHERE stream = $1 AND key = $2`
-	qKVDeltaAll = `SELECT key, value, partition, updated_at FROM es_kv_delta WHERE stream = $1`
-	qKVStoreAll = `SELECT key, value, partition, updated_at FROM es_kv_store WHERE stream = $1`
-
-	qReadEvents = `SELECT seq, type, data, checksum, created_at FROM es_events
-WHERE stream = $1 AND partition = $2 ORDER BY seq`
-
-	// qReadLatest reads the current partition and its events in one statement (one
-	// snapshot): no row for an unknown stream, one row of NULL event columns for an
-	// empty partition.
-	qReadLatest = `SELECT s.current_partition, e.seq, e.type, e.data, e.checksum, e.created_at
-FROM es_streams s
-LEFT JOIN es_events e ON e.stream = s.stream AND e.partition = s.current_partition
-WHERE s.stream = $1
-ORDER BY e.seq`
-
-	qCurrentPartition = `SELECT current_partition FROM es_streams WHERE stream = $1`
-	// qLockCurrentPartition is qCurrentPartition locking the stream (Prune).
-	qLockCurrentPartition = `SELECT current_partition FROM es_streams WHERE stream = $1 FOR UPDATE`
-
-	qPartitions = `SELECT partition, status, output, pinned_version, started_at, completed_at, event_count, bytes
-FROM es_partitions WHERE stream = $1 ORDER BY partition`
-
-	qStream = `SELECT s.name, s.version, COALESCE(s.parent, ''), s.status, s.current_partition,
-	s.custom_status, s.custom_status_version, s.created_at, s.updated_at,
-	p.status, p.output, p.pinned_version, p.completed_at
-FROM es_streams s
-LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
-WHERE s.stream = $1`
-
-	qNode     = `SELECT COALESCE(parent, ''), status FROM es_streams WHERE stream = $1`
-	qChildren = `SELECT stream FROM es_streams WHERE parent = $1 ORDER BY stream`
 	// qLockStreams locks streams in id order, the one order in which every
 	// statement that locks several streams takes them, so that two of them never
 	// wait for each other.
 	qLockStreams = `SELECT stream FROM es_streams WHERE stream = ANY($1::text[]) ORDER BY stream FOR UPDATE`
-
-	qDeleteEvents     = `DELETE FROM es_events WHERE stream = ANY($1::text[])`
-	qDeletePartitions = `DELETE FROM es_partitions WHERE stream = ANY($1::text[])`
-	qDeleteKVStore    = `DELETE FROM es_kv_store WHERE stream = ANY($1::text[])`
-	qDeleteKVDelta    = `DELETE FROM es_kv_delta WHERE stream = ANY($1::text[])`
-	qDeleteStreams    = `DELETE FROM es_streams WHERE stream = ANY($1::text[])`
-
-	qPruneEvents     = `DELETE FROM es_events WHERE stream = $1 AND partition = ANY($2::bigint[])`
-	qPrunePartitions = `DELETE FROM es_partitions WHERE stream = $1 AND partition = ANY($2::bigint[])`
-
-	qStats = `SELECT s.current_partition, COALESCE(p.event_count, 0), COALESCE(p.bytes, 0)
-FROM es_streams s
-LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
-WHERE s.stream = $1`
-
-	qTotalStreams    = `SELECT COUNT(*) FROM es_streams`
-	qTotalPartitions = `SELECT COUNT(*), COALESCE(SUM(event_count), 0)::bigint FROM es_partitions`
-	qTotalsByStatus  = `SELECT status, COUNT(*) FROM es_streams GROUP BY status`
 )

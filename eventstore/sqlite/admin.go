@@ -2,320 +2,69 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 
 	"github.com/duroq/duroq/eventstore"
 	"github.com/jmoiron/sqlx"
 )
 
-// graph is the eventstore.StreamGraph of a transaction.
-type graph struct {
-	ctx context.Context
-	s   *Store
-	q   sqlx.QueryerContext
-}
-
-func (g graph) Node(stream string) (eventstore.StreamNode, bool, error) {
-	n := eventstore.StreamNode{Stream: stream}
-	var status string
-	err := g.s.scanRow(g.ctx, g.q, qNode, []any{stream}, &n.Parent, &status)
-	if errors.Is(err, sql.ErrNoRows) {
-		return eventstore.StreamNode{}, false, nil
-	}
-	n.Status = eventstore.Status(status)
-	return n, err == nil, err
-}
-
-func (g graph) Children(stream string) ([]string, error) {
-	rows, err := g.s.query(g.ctx, g.q, qChildren, stream)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var kids []string
-	for rows.Next() {
-		var kid string
-		if err := rows.Scan(&kid); err != nil {
-			return nil, err
-		}
-		kids = append(kids, kid)
-	}
-	return kids, rows.Err()
-}
-
 // Delete implements eventstore.Admin.
 func (s *Store) Delete(ctx context.Context, streams []string, o eventstore.DeleteOptions) (r eventstore.DeleteResult, err error) {
-	err = s.run(ctx, "delete", "", func(tx *sqlx.Tx) error {
-		r, err = s.delete(ctx, tx, streams, o)
-		return err
-	})
-	return r, err
+	return s.c.Delete(ctx, streams, o)
 }
 
 // DeleteTx is Delete inside tx. The adapter uses DeleteResult.StreamIDs to remove the
 // deleted streams' queue messages in the same transaction.
 func (s *Store) DeleteTx(ctx context.Context, tx *sqlx.Tx, streams []string, o eventstore.DeleteOptions) (r eventstore.DeleteResult, err error) {
-	err = s.inTx(ctx, tx, "delete", "", func() error {
-		r, err = s.delete(ctx, tx, streams, o)
-		return err
-	})
-	return r, err
-}
-
-func (s *Store) delete(ctx context.Context, tx *sqlx.Tx, streams []string, o eventstore.DeleteOptions) (eventstore.DeleteResult, error) {
-	ids, err := eventstore.PlanDelete("delete", graph{ctx, s, tx}, streams, o)
-	if err != nil {
-		return eventstore.DeleteResult{}, err
-	}
-	return s.remove(ctx, tx, ids)
+	return s.c.DeleteTx(ctx, tx, streams, o)
 }
 
 // DeleteWhere implements eventstore.Admin.
 func (s *Store) DeleteWhere(ctx context.Context, f eventstore.StreamFilter) (r eventstore.DeleteResult, err error) {
-	if err := eventstore.CheckDeleteFilter(f); err != nil {
-		return eventstore.DeleteResult{}, err
-	}
-	err = s.run(ctx, "delete where", "", func(tx *sqlx.Tx) error {
-		r, err = s.deleteWhere(ctx, tx, f)
-		return err
-	})
-	return r, err
+	return s.c.DeleteWhere(ctx, f)
 }
 
 // DeleteWhereTx is DeleteWhere inside tx.
 func (s *Store) DeleteWhereTx(ctx context.Context, tx *sqlx.Tx, f eventstore.StreamFilter) (r eventstore.DeleteResult, err error) {
-	if err := eventstore.CheckDeleteFilter(f); err != nil {
-		return eventstore.DeleteResult{}, err
-	}
-	err = s.inTx(ctx, tx, "delete where", "", func() error {
-		r, err = s.deleteWhere(ctx, tx, f)
-		return err
-	})
-	return r, err
-}
-
-func (s *Store) deleteWhere(ctx context.Context, tx *sqlx.Tx, f eventstore.StreamFilter) (eventstore.DeleteResult, error) {
-	limit := f.Limit
-	f.Limit, f.RootsOnly = 0, true
-	candidates, err := listStreams(ctx, tx, f)
-	if err != nil {
-		return eventstore.DeleteResult{}, err
-	}
-	ids, err := eventstore.PlanDeleteWhere(graph{ctx, s, tx}, candidates, limit)
-	if err != nil {
-		return eventstore.DeleteResult{}, err
-	}
-	return s.remove(ctx, tx, ids)
-}
-
-// remove deletes the streams and everything they hold, counting the removed rows.
-func (s *Store) remove(ctx context.Context, tx *sqlx.Tx, ids []string) (eventstore.DeleteResult, error) {
-	r := eventstore.DeleteResult{StreamIDs: ids, Streams: len(ids)}
-	for _, id := range ids {
-		for _, step := range []struct {
-			query string
-			count *int64
-		}{
-			{qDeleteEvents, &r.Events},
-			{qDeletePartitions, &r.Partitions},
-			{qDeleteKVStore, nil},
-			{qDeleteKVDelta, nil},
-			{qDeleteStream, nil},
-		} {
-			res, err := s.exec(ctx, tx, step.query, id)
-			if err != nil {
-				return eventstore.DeleteResult{}, err
-			}
-			if step.count != nil {
-				n, err := res.RowsAffected()
-				if err != nil {
-					return eventstore.DeleteResult{}, err
-				}
-				*step.count += n
-			}
-		}
-	}
-	return r, nil
+	return s.c.DeleteWhereTx(ctx, tx, f)
 }
 
 // Prune implements eventstore.Admin.
 func (s *Store) Prune(ctx context.Context, stream string, o eventstore.PruneOptions) (r eventstore.PruneResult, err error) {
-	if err := checkPrune(stream, o); err != nil {
-		return eventstore.PruneResult{}, err
-	}
-	err = s.run(ctx, "prune", stream, func(tx *sqlx.Tx) error {
-		r, err = s.prune(ctx, tx, stream, o)
-		return err
-	})
-	return r, err
+	return s.c.Prune(ctx, stream, o)
 }
 
 // PruneTx is Prune inside tx.
 func (s *Store) PruneTx(ctx context.Context, tx *sqlx.Tx, stream string, o eventstore.PruneOptions) (r eventstore.PruneResult, err error) {
-	if err := checkPrune(stream, o); err != nil {
-		return eventstore.PruneResult{}, err
-	}
-	err = s.inTx(ctx, tx, "prune", stream, func() error {
-		r, err = s.prune(ctx, tx, stream, o)
-		return err
-	})
-	return r, err
-}
-
-func checkPrune(stream string, o eventstore.PruneOptions) error {
-	if err := eventstore.CheckStream("prune", stream); err != nil {
-		return err
-	}
-	return eventstore.CheckPrune("prune", stream, o)
-}
-
-func (s *Store) prune(ctx context.Context, tx *sqlx.Tx, stream string, o eventstore.PruneOptions) (eventstore.PruneResult, error) {
-	current, found, err := s.currentPartition(ctx, tx, stream)
-	if err != nil {
-		return eventstore.PruneResult{}, err
-	}
-	if !found {
-		return eventstore.PruneResult{}, eventstore.NotFound("prune", stream)
-	}
-	parts, err := s.partitions(ctx, tx, stream)
-	if err != nil {
-		return eventstore.PruneResult{}, err
-	}
-	r := eventstore.PruneResult{Streams: 1}
-	for _, p := range eventstore.Prunable(current, parts, o) {
-		res, err := s.exec(ctx, tx, qPruneEvents, stream, p)
-		if err != nil {
-			return eventstore.PruneResult{}, err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return eventstore.PruneResult{}, err
-		}
-		if _, err := s.exec(ctx, tx, qPrunePartition, stream, p); err != nil {
-			return eventstore.PruneResult{}, err
-		}
-		r.Partitions++
-		r.Events += n
-	}
-	return r, nil
+	return s.c.PruneTx(ctx, tx, stream, o)
 }
 
 // PruneWhere implements eventstore.Admin.
 func (s *Store) PruneWhere(ctx context.Context, f eventstore.StreamFilter, o eventstore.PruneOptions) (r eventstore.PruneResult, err error) {
-	if err := checkPruneWhere(f, o); err != nil {
-		return eventstore.PruneResult{}, err
-	}
-	err = s.run(ctx, "prune where", "", func(tx *sqlx.Tx) error {
-		r, err = s.pruneWhere(ctx, tx, f, o)
-		return err
-	})
-	return r, err
+	return s.c.PruneWhere(ctx, f, o)
 }
 
 // PruneWhereTx is PruneWhere inside tx.
 func (s *Store) PruneWhereTx(ctx context.Context, tx *sqlx.Tx, f eventstore.StreamFilter, o eventstore.PruneOptions) (r eventstore.PruneResult, err error) {
-	if err := checkPruneWhere(f, o); err != nil {
-		return eventstore.PruneResult{}, err
-	}
-	err = s.inTx(ctx, tx, "prune where", "", func() error {
-		r, err = s.pruneWhere(ctx, tx, f, o)
-		return err
-	})
-	return r, err
-}
-
-func checkPruneWhere(f eventstore.StreamFilter, o eventstore.PruneOptions) error {
-	if err := eventstore.CheckFilter("prune where", f); err != nil {
-		return err
-	}
-	return eventstore.CheckPrune("prune where", "", o)
-}
-
-func (s *Store) pruneWhere(ctx context.Context, tx *sqlx.Tx, f eventstore.StreamFilter, o eventstore.PruneOptions) (eventstore.PruneResult, error) {
-	ids, err := listStreams(ctx, tx, f)
-	if err != nil {
-		return eventstore.PruneResult{}, err
-	}
-	var r eventstore.PruneResult
-	for _, id := range ids {
-		one, err := s.prune(ctx, tx, id, o)
-		if err != nil {
-			return eventstore.PruneResult{}, err
-		}
-		r.Streams++
-		r.Partitions += one.Partitions
-		r.Events += one.Events
-	}
-	return r, nil
+	return s.c.PruneWhereTx(ctx, tx, f, o)
 }
 
 // Stats implements eventstore.Admin.
 func (s *Store) Stats(ctx context.Context, stream string) (eventstore.Stats, error) {
-	return s.StatsTx(ctx, s.db, stream)
+	return s.c.Stats(ctx, stream)
 }
 
 // StatsTx is Stats through q. Event figures come from the partition's counters; no
 // event is read.
 func (s *Store) StatsTx(ctx context.Context, q sqlx.QueryerContext, stream string) (eventstore.Stats, error) {
-	const op = "stats"
-	if err := s.usableWith(ctx, op, q); err != nil {
-		return eventstore.Stats{}, err
-	}
-	if err := eventstore.CheckStream(op, stream); err != nil {
-		return eventstore.Stats{}, err
-	}
-	var st eventstore.Stats
-	err := s.scanRow(ctx, q, qStats, []any{stream}, &st.Partition, &st.Events, &st.EventBytes)
-	if errors.Is(err, sql.ErrNoRows) {
-		return eventstore.Stats{}, eventstore.NotFound(op, stream)
-	}
-	if err != nil {
-		return eventstore.Stats{}, wrap(op, stream, err)
-	}
-	kv, err := s.kvMerged(ctx, q, stream)
-	if err != nil {
-		return eventstore.Stats{}, wrap(op, stream, err)
-	}
-	for _, e := range kv {
-		st.KVKeys++
-		st.KVValueBytes += int64(len(e.Value))
-	}
-	return st, nil
+	return s.c.StatsTx(ctx, q, stream)
 }
 
 // Totals implements eventstore.Admin.
 func (s *Store) Totals(ctx context.Context) (eventstore.Totals, error) {
-	return s.TotalsTx(ctx, s.db)
+	return s.c.Totals(ctx)
 }
 
 // TotalsTx is Totals through q.
 func (s *Store) TotalsTx(ctx context.Context, q sqlx.QueryerContext) (eventstore.Totals, error) {
-	const op = "totals"
-	if err := s.usableWith(ctx, op, q); err != nil {
-		return eventstore.Totals{}, err
-	}
-	t := eventstore.Totals{ByStatus: make(map[eventstore.Status]int64)}
-	if err := s.scanRow(ctx, q, qTotalStreams, nil, &t.Streams); err != nil {
-		return eventstore.Totals{}, wrap(op, "", err)
-	}
-	if err := s.scanRow(ctx, q, qTotalPartitions, nil, &t.Partitions, &t.Events); err != nil {
-		return eventstore.Totals{}, wrap(op, "", err)
-	}
-	rows, err := s.query(ctx, q, qTotalsByStatus)
-	if err != nil {
-		return eventstore.Totals{}, wrap(op, "", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			status string
-			n      int64
-		)
-		if err := rows.Scan(&status, &n); err != nil {
-			return eventstore.Totals{}, wrap(op, "", err)
-		}
-		t.ByStatus[eventstore.Status(status)] = n
-	}
-	return t, wrap(op, "", rows.Err())
+	return s.c.TotalsTx(ctx, q)
 }

@@ -1,8 +1,94 @@
 package sqlite
 
+import "github.com/duroq/duroq/internal/essql"
+
 // The statements of the store, in one place. Numbered parameters (?1, ?2) let one
 // value be used twice.
 
+// queries are the statements the shared code runs (see essql.Queries for their
+// parameters).
+var queries = essql.Queries{
+	TouchStream: `UPDATE es_streams SET updated_at = ? WHERE stream = ?`,
+
+	// KVPut writes a delta entry; a NULL value is a tombstone.
+	KVPut: `INSERT INTO es_kv_delta (stream, key, value, partition, updated_at)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (stream, key) DO UPDATE SET
+	value = excluded.value, partition = excluded.partition, updated_at = excluded.updated_at`,
+	KVTombstoneDelta: `UPDATE es_kv_delta SET value = NULL, partition = ?, updated_at = ? WHERE stream = ?`,
+	KVTombstoneStore: `INSERT INTO es_kv_delta (stream, key, value, partition, updated_at)
+SELECT stream, key, NULL, ?2, ?3 FROM es_kv_store WHERE stream = ?1
+ON CONFLICT (stream, key) DO NOTHING`,
+
+	KVDeltaGet: `SELECT value, partition, updated_at FROM es_kv_delta WHERE stream = ? AND key = ?`,
+	KVStoreGet: `SELECT value, partition, updated_at FROM es_kv_store WHERE stream = ? AND key = ?`,
+	KVDeltaAll: `SELECT key, value, partition, updated_at FROM es_kv_delta WHERE stream = ?`,
+	KVStoreAll: `SELECT key, value, partition, updated_at FROM es_kv_store WHERE stream = ?`,
+
+	// The KV merge when partition ?2 ends: set keys are written, tombstoned keys
+	// removed, the merged delta rows dropped.
+	MergeKVSet: `INSERT INTO es_kv_store (stream, key, value, partition, updated_at)
+SELECT stream, key, value, partition, updated_at FROM es_kv_delta
+WHERE stream = ?1 AND partition <= ?2 AND value IS NOT NULL
+ON CONFLICT (stream, key) DO UPDATE SET
+	value = excluded.value, partition = excluded.partition, updated_at = excluded.updated_at`,
+	MergeKVClear: `DELETE FROM es_kv_store WHERE stream = ?1 AND key IN (
+	SELECT key FROM es_kv_delta WHERE stream = ?1 AND partition <= ?2 AND value IS NULL)`,
+	MergeKVDrop: `DELETE FROM es_kv_delta WHERE stream = ?1 AND partition <= ?2`,
+
+	ReadEvents: `SELECT seq, type, data, checksum, created_at FROM es_events
+WHERE stream = ? AND partition = ? ORDER BY seq`,
+
+	// ReadLatest reads the partition, then its events (no ReadLatest statement).
+	CurrentPartition: `SELECT current_partition FROM es_streams WHERE stream = ?`,
+	// The write lock keeps every writer out: no row lock is needed.
+	LockCurrentPartition: `SELECT current_partition FROM es_streams WHERE stream = ?`,
+
+	Partitions: `SELECT partition, status, output, pinned_version, started_at, completed_at, event_count, bytes
+FROM es_partitions WHERE stream = ? ORDER BY partition`,
+
+	Stream: `SELECT s.name, s.version, COALESCE(s.parent, ''), s.status, s.current_partition,
+	s.custom_status, s.custom_status_version, s.created_at, s.updated_at,
+	p.status, p.output, p.pinned_version, p.completed_at
+FROM es_streams s
+LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
+WHERE s.stream = ?`,
+
+	SetCustomStatus: `UPDATE es_streams SET
+	custom_status = ?, custom_status_version = custom_status_version + 1, updated_at = ?
+WHERE stream = ?
+RETURNING custom_status_version`,
+	CustomStatus: `SELECT custom_status, custom_status_version FROM es_streams
+WHERE stream = ? AND custom_status_version > ?`,
+
+	// One JSON parameter, whatever the number of ids (no bound-variable limit).
+	StreamIn: `s.stream IN (SELECT value FROM json_each(?))`,
+
+	Node:     `SELECT COALESCE(parent, ''), status FROM es_streams WHERE stream = ?`,
+	Children: `SELECT stream FROM es_streams WHERE parent = ? ORDER BY stream`,
+
+	// One stream at a time.
+	DeleteEvents:     `DELETE FROM es_events WHERE stream = ?`,
+	DeletePartitions: `DELETE FROM es_partitions WHERE stream = ?`,
+	DeleteKVStore:    `DELETE FROM es_kv_store WHERE stream = ?`,
+	DeleteKVDelta:    `DELETE FROM es_kv_delta WHERE stream = ?`,
+	DeleteStreams:    `DELETE FROM es_streams WHERE stream = ?`,
+
+	// One partition at a time.
+	PruneEvents:     `DELETE FROM es_events WHERE stream = ? AND partition = ?`,
+	PrunePartitions: `DELETE FROM es_partitions WHERE stream = ? AND partition = ?`,
+
+	Stats: `SELECT s.current_partition, COALESCE(p.event_count, 0), COALESCE(p.bytes, 0)
+FROM es_streams s
+LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
+WHERE s.stream = ?`,
+
+	TotalStreams:    `SELECT COUNT(*) FROM es_streams`,
+	TotalPartitions: `SELECT COUNT(*), COALESCE(SUM(event_count), 0) FROM es_partitions`,
+	TotalsByStatus:  `SELECT status, COUNT(*) FROM es_streams GROUP BY status`,
+}
+
+// The statements of this backend's own steps, Append and Update.
 const (
 	qInsertEvent = `INSERT INTO es_events (stream, partition, seq, type, data, checksum, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?)`
@@ -52,76 +138,4 @@ WHERE stream = ?6 AND partition = ?7`
 		WHERE p.stream = es_streams.stream AND p.partition = MAX(es_streams.current_partition, ?5)),
 	updated_at = ?6
 WHERE stream = ?7`
-
-	// The KV merge when partition ?2 ends: set keys are written, tombstoned keys
-	// removed, the merged delta rows dropped.
-	qMergeKVSet = `INSERT INTO es_kv_store (stream, key, value, partition, updated_at)
-SELECT stream, key, value, partition, updated_at FROM es_kv_delta
-WHERE stream = ?1 AND partition <= ?2 AND value IS NOT NULL
-ON CONFLICT (stream, key) DO UPDATE SET
-	value = excluded.value, partition = excluded.partition, updated_at = excluded.updated_at`
-	qMergeKVClear = `DELETE FROM es_kv_store WHERE stream = ?1 AND key IN (
-	SELECT key FROM es_kv_delta WHERE stream = ?1 AND partition <= ?2 AND value IS NULL)`
-	qMergeKVDrop = `DELETE FROM es_kv_delta WHERE stream = ?1 AND partition <= ?2`
-
-	qSetCustomStatus = `UPDATE es_streams SET
-	custom_status = ?, custom_status_version = custom_status_version + 1, updated_at = ?
-WHERE stream = ?
-RETURNING custom_status_version`
-
-	qCustomStatus = `SELECT custom_status, custom_status_version FROM es_streams
-WHERE stream = ? AND custom_status_version > ?`
-
-	qTouchStream = `UPDATE es_streams SET updated_at = ? WHERE stream = ?`
-
-	// qKVPut writes a delta entry; a NULL value is a tombstone.
-	qKVPut = `INSERT INTO es_kv_delta (stream, key, value, partition, updated_at)
-VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (stream, key) DO UPDATE SET
-	value = excluded.value, partition = excluded.partition, updated_at = excluded.updated_at`
-	qKVTombstoneDelta = `UPDATE es_kv_delta SET value = NULL, partition = ?, updated_at = ? WHERE stream = ?`
-	qKVTombstoneStore = `INSERT INTO es_kv_delta (stream, key, value, partition, updated_at)
-SELECT stream, key, NULL, ?2, ?3 FROM es_kv_store WHERE stream = ?1
-ON CONFLICT (stream, key) DO NOTHING`
-
-	qKVDeltaGet = `SELECT value, partition, updated_at FROM es_kv_delta WHERE stream = ? AND key = ?`
-	qKVStoreGet = `SELECT value, partition, updated_at FROM es_kv_store WHERE stream = ? AND key = ?`
-	qKVDeltaAll = `SELECT key, value, partition, updated_at FROM es_kv_delta WHERE stream = ?`
-	qKVStoreAll = `SELECT key, value, partition, updated_at FROM es_kv_store WHERE stream = ?`
-
-	qReadEvents = `SELECT seq, type, data, checksum, created_at FROM es_events
-WHERE stream = ? AND partition = ? ORDER BY seq`
-
-	qCurrentPartition = `SELECT current_partition FROM es_streams WHERE stream = ?`
-
-	qPartitions = `SELECT partition, status, output, pinned_version, started_at, completed_at, event_count, bytes
-FROM es_partitions WHERE stream = ? ORDER BY partition`
-
-	qStream = `SELECT s.name, s.version, COALESCE(s.parent, ''), s.status, s.current_partition,
-	s.custom_status, s.custom_status_version, s.created_at, s.updated_at,
-	p.status, p.output, p.pinned_version, p.completed_at
-FROM es_streams s
-LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
-WHERE s.stream = ?`
-
-	qNode     = `SELECT COALESCE(parent, ''), status FROM es_streams WHERE stream = ?`
-	qChildren = `SELECT stream FROM es_streams WHERE parent = ? ORDER BY stream`
-
-	qDeleteEvents     = `DELETE FROM es_events WHERE stream = ?`
-	qDeletePartitions = `DELETE FROM es_partitions WHERE stream = ?`
-	qDeleteKVStore    = `DELETE FROM es_kv_store WHERE stream = ?`
-	qDeleteKVDelta    = `DELETE FROM es_kv_delta WHERE stream = ?`
-	qDeleteStream     = `DELETE FROM es_streams WHERE stream = ?`
-
-	qPruneEvents    = `DELETE FROM es_events WHERE stream = ? AND partition = ?`
-	qPrunePartition = `DELETE FROM es_partitions WHERE stream = ? AND partition = ?`
-
-	qStats = `SELECT s.current_partition, COALESCE(p.event_count, 0), COALESCE(p.bytes, 0)
-FROM es_streams s
-LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
-WHERE s.stream = ?`
-
-	qTotalStreams    = `SELECT COUNT(*) FROM es_streams`
-	qTotalPartitions = `SELECT COUNT(*), COALESCE(SUM(event_count), 0) FROM es_partitions`
-	qTotalsByStatus  = `SELECT status, COUNT(*) FROM es_streams GROUP BY status`
 )

@@ -6,11 +6,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/duroq/duroq/eventstore"
+	"github.com/duroq/duroq/internal/essql"
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/sqlitedb"
 	"github.com/duroq/duroq/internal/sqltx"
@@ -52,12 +51,8 @@ type Options struct {
 // and run inside a savepoint, so a failed call leaves nothing of itself in the
 // transaction; reads take any sqlx.QueryerContext (the *sqlx.Tx, or the *sqlx.DB).
 type Store struct {
-	db     *sqlx.DB
-	owned  bool
-	now    func() time.Time
-	write  *sync.Mutex
-	closed atomic.Bool
-	stmts  *stmtcache.Cache // statements parsed once per connection
+	c     *essql.Store
+	stmts *stmtcache.Cache // statements parsed once per connection
 }
 
 var _ eventstore.EventStore = (*Store)(nil)
@@ -69,8 +64,7 @@ func Open(path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eventstore/sqlite: %w", err)
 	}
-	s := New(db, o)
-	s.owned = true
+	s := newStore(db, true, o)
 	if err := s.Migrate(context.Background()); err != nil {
 		db.Close()
 		return nil, err
@@ -80,125 +74,43 @@ func Open(path string, o Options) (*Store, error) {
 
 // New returns a store over db, a database the caller owns (Close leaves it open) and
 // may share with other stores, such as mq/sqlite. Call Migrate before use.
-func New(db *sqlx.DB, o Options) *Store {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return &Store{db: db, now: o.Now, write: sqlitedb.WriteLock(db), stmts: stmtcache.New(db)}
+func New(db *sqlx.DB, o Options) *Store { return newStore(db, false, o) }
+
+func newStore(db *sqlx.DB, owned bool, o Options) *Store {
+	s := &Store{stmts: stmtcache.New(db)}
+	write := sqlitedb.WriteLock(db) // SQLite has one writer: queue on the process's lock
+	s.c = essql.New(db, owned, o.Now, essql.Dialect{
+		Name:      "eventstore/sqlite",
+		Savepoint: "eventstore",
+		Bind:      sqlx.QUESTION,
+		Queries:   queries,
+		Run: func(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+			return sqltx.RunLocked(ctx, db, write, fn)
+		},
+		Exec: s.exec,
+		Query: func(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sql.Rows, error) {
+			return s.stmts.Query(ctx, q, query, args...)
+		},
+		Append:     s.append,
+		UpdateRows: s.updateRows,
+		Release:    s.stmts.Close,
+	})
+	return s
 }
 
 // Migrate creates or upgrades the store's tables (the "eventstore" migration line).
 // It is idempotent and safe when several processes call it at once.
 func (s *Store) Migrate(ctx context.Context) error {
-	migs, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return fmt.Errorf("eventstore/sqlite: %w", err)
-	}
-	if err := migrate.Apply(ctx, s.db.DB, migrate.SQLite, MigrationLine, migs); err != nil {
-		return fmt.Errorf("eventstore/sqlite: %w", err)
-	}
-	return nil
+	return s.c.Migrate(ctx, migrations, migrate.SQLite, MigrationLine)
 }
 
 // DB returns the underlying database, for transactions spanning this store and other
 // stores (see the *Tx methods).
-func (s *Store) DB() *sqlx.DB { return s.db }
+func (s *Store) DB() *sqlx.DB { return s.c.DB() }
 
 // Close implements eventstore.EventStore. It closes the database only if Open
 // created it.
-func (s *Store) Close() error {
-	if s.closed.Swap(true) {
-		return nil
-	}
-	err := s.stmts.Close()
-	if s.owned {
-		err = errors.Join(err, s.db.Close())
-	}
-	return err
-}
-
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
-
-// usable fails when the store is closed or ctx has ended.
-func (s *Store) usable(ctx context.Context, op string) error {
-	if s.closed.Load() {
-		return eventstore.Closed(op)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("eventstore/sqlite: %s: %w", op, err)
-	}
-	return nil
-}
-
-// usableWith is usable for a read through q, which must be a transaction or a
-// database.
-func (s *Store) usableWith(ctx context.Context, op string, q sqlx.QueryerContext) error {
-	if err := s.usable(ctx, op); err != nil {
-		return err
-	}
-	switch q := q.(type) {
-	case nil:
-	case *sqlx.Tx:
-		if q != nil {
-			return nil
-		}
-	case *sqlx.DB:
-		if q != nil {
-			return nil
-		}
-	default:
-		return nil
-	}
-	return &eventstore.InvalidError{Op: op, Field: "q", Reason: "nil transaction or database"}
-}
-
-// run runs fn in a write transaction of its own.
-func (s *Store) run(ctx context.Context, op, stream string, fn func(tx *sqlx.Tx) error) error {
-	if err := s.usable(ctx, op); err != nil {
-		return err
-	}
-	return wrap(op, stream, sqltx.RunLocked(ctx, s.db, s.write, fn))
-}
-
-// inTx runs fn inside the caller's transaction under a savepoint, so that a failing
-// fn leaves nothing behind even if the caller goes on with the transaction.
-func (s *Store) inTx(ctx context.Context, tx *sqlx.Tx, op, stream string, fn func() error) error {
-	if err := s.usable(ctx, op); err != nil {
-		return err
-	}
-	if tx == nil {
-		return &eventstore.InvalidError{Op: op, Stream: stream, Field: "tx", Reason: "nil transaction"}
-	}
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT eventstore"); err != nil {
-		return wrap(op, stream, err)
-	}
-	if err := fn(); err != nil {
-		// The rollback must happen even when ctx has ended.
-		bg := context.WithoutCancel(ctx)
-		_, rbErr := tx.ExecContext(bg, "ROLLBACK TO eventstore")
-		_, relErr := tx.ExecContext(bg, "RELEASE eventstore")
-		if rbErr != nil || relErr != nil {
-			err = errors.Join(err, rbErr, relErr)
-		}
-		return wrap(op, stream, err)
-	}
-	_, err := tx.ExecContext(ctx, "RELEASE eventstore")
-	return wrap(op, stream, err)
-}
-
-// wrap names op and stream in storage errors; the contract's own errors already
-// carry them and pass unchanged.
-func wrap(op, stream string, err error) error {
-	if err == nil || eventstore.IsContractError(err) {
-		return err
-	}
-	if stream == "" {
-		return fmt.Errorf("eventstore/sqlite: %s: %w", op, err)
-	}
-	return fmt.Errorf("eventstore/sqlite: %s stream %q: %w", op, stream, err)
-}
+func (s *Store) Close() error { return s.c.Close() }
 
 // isDuplicate reports whether err is SQLite rejecting a duplicate key.
 func isDuplicate(err error) bool {
@@ -207,39 +119,7 @@ func isDuplicate(err error) bool {
 		(se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey || se.ExtendedCode == sqlite3.ErrConstraintUnique)
 }
 
-// nullString binds a *string: nil is NULL.
-func nullString(p *string) any {
-	if p == nil {
-		return nil
-	}
-	return *p
-}
-
 // exec runs a statement inside tx.
 func (s *Store) exec(ctx context.Context, tx *sqlx.Tx, query string, args ...any) (sql.Result, error) {
 	return s.stmts.Exec(ctx, tx, query, args...)
-}
-
-// query runs a query through q.
-func (s *Store) query(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sql.Rows, error) {
-	return s.stmts.Query(ctx, q, query, args...)
-}
-
-// scanRow is query for a single row; it returns sql.ErrNoRows when there is none.
-func (s *Store) scanRow(ctx context.Context, q sqlx.QueryerContext, query string, args []any, dest ...any) error {
-	rows, err := s.query(ctx, q, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return sql.ErrNoRows
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return err
-	}
-	return rows.Close()
 }

@@ -1,0 +1,323 @@
+// Package essql is the SQL implementation of eventstore shared by its SQL backends
+// (eventstore/sqlite, eventstore/postgres): validation, row scanning and decoding
+// (checksums, corrupt rows), the KV overlay, result assembly and the bodies of the
+// Store methods. A backend supplies a Dialect — its statements and the few steps
+// that differ (how a write transaction runs, how a statement is executed, the
+// append and update writes, locking) — and forwards its public methods to a Store
+// built on it.
+package essql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync/atomic"
+	"time"
+
+	"github.com/duroq/duroq/eventstore"
+	"github.com/duroq/duroq/internal/migrate"
+	"github.com/jmoiron/sqlx"
+)
+
+// Dialect is what a SQL backend supplies.
+type Dialect struct {
+	// Name prefixes storage errors, e.g. "eventstore/sqlite".
+	Name string
+	// Savepoint names the savepoint a write twin runs under.
+	Savepoint string
+	// Bind is the placeholder style (sqlx.QUESTION, sqlx.DOLLAR) of the queries built
+	// at run time, which are written with ?.
+	Bind int
+	// Arrays is set when the database binds a list as one array parameter: a
+	// statement over several streams or partitions then runs once with all of them,
+	// and a list of streams is bound as it is. Otherwise such a statement runs once
+	// for each, and a list of streams is bound as JSON text.
+	Arrays bool
+	// Queries are the statements the shared code runs.
+	Queries Queries
+
+	// Run runs fn in a write transaction of its own and commits it if fn succeeds
+	// (SQLite: under the process's write lock; PostgreSQL: run again on a transient
+	// failure).
+	Run func(ctx context.Context, fn func(tx *sqlx.Tx) error) error
+	// Exec runs a statement inside tx.
+	Exec func(ctx context.Context, tx *sqlx.Tx, query string, args ...any) (sql.Result, error)
+	// Query runs a query through q, a transaction or a database.
+	Query func(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sql.Rows, error)
+	// Append writes events (checked, at least one) to a partition inside tx; now
+	// is in Unix microseconds. Rows are built with Stored; a sequence number that
+	// is already stored fails with an *eventstore.ConflictError.
+	Append func(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, events []eventstore.Event, now int64) error
+	// UpdateRows applies an update (checked) to the stream's and the partition's
+	// rows, creating them if needed: status is the new status (nil: unchanged) and
+	// ends whether it ends the partition. Update then merges the KV delta of an
+	// ended partition.
+	UpdateRows func(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate, status any, ends bool, now int64) error
+	// LockPlan, if set, returns the streams plan picks for a delete, locked so that
+	// they cannot change before they are removed. Nil runs plan as it is (the
+	// transaction already excludes every other writer).
+	LockPlan func(ctx context.Context, tx *sqlx.Tx, plan func() ([]string, error)) ([]string, error)
+	// Release, if set, frees what the backend holds besides the database; Close
+	// calls it once.
+	Release func() error
+}
+
+// Queries are the statements of a dialect that the shared code runs. Parameters
+// are listed in order; the SQL text may number them.
+type Queries struct {
+	// TouchStream (now, stream) bumps an existing stream's updated_at.
+	TouchStream string
+	// KVPut (stream, key, value, partition, at) writes a delta entry; a NULL value is
+	// a tombstone.
+	KVPut string
+	// KVTombstoneDelta (partition, at, stream) tombstones every delta entry;
+	// KVTombstoneStore (stream, partition, at) adds a tombstone for every stored key
+	// without one.
+	KVTombstoneDelta, KVTombstoneStore string
+	// KVDeltaGet and KVStoreGet (stream, key) select value, partition, updated_at.
+	KVDeltaGet, KVStoreGet string
+	// KVDeltaAll and KVStoreAll (stream) select key, value, partition, updated_at.
+	KVDeltaAll, KVStoreAll string
+	// MergeKVSet, MergeKVClear and MergeKVDrop (stream, partition) merge the delta of
+	// an ended partition into the store: set keys are written, tombstoned keys
+	// removed, the merged delta rows dropped.
+	MergeKVSet, MergeKVClear, MergeKVDrop string
+
+	// ReadEvents (stream, partition) selects seq, type, data, checksum, created_at in
+	// seq order.
+	ReadEvents string
+	// ReadLatest, if set, (stream) selects current_partition, seq, type, data,
+	// checksum, created_at of the current partition in one statement: no row for an
+	// unknown stream, one row of NULL event columns for an empty partition. If unset,
+	// ReadLatest reads the current partition, then its events.
+	ReadLatest string
+	// CurrentPartition (stream) selects the stream's current partition;
+	// LockCurrentPartition does so locking the stream (Prune).
+	CurrentPartition, LockCurrentPartition string
+	// Partitions (stream) selects partition, status, output, pinned_version,
+	// started_at, completed_at, event_count, bytes in partition order.
+	Partitions string
+	// Stream (stream) selects the columns of eventstore.StreamInfo (see StreamTx).
+	Stream string
+	// SetCustomStatus (value, now, stream) returns the new version;
+	// CustomStatus (stream, lastSeen) selects value and version if newer.
+	SetCustomStatus, CustomStatus string
+	// StreamIn is ListStreams' condition that s.stream is in the list bound to its
+	// one ? (see Dialect.Arrays).
+	StreamIn string
+	// LockSelected ends a ListStreams query that locks the streams it selects ("" if
+	// no lock is needed).
+	LockSelected string
+
+	// Node (stream) selects COALESCE(parent, ''), status; Children (parent) selects
+	// the children's ids in order.
+	Node, Children string
+	// The deletes of streams (stream, or an array of them with Arrays), the last one
+	// of the streams' own rows. DeleteEvents and DeletePartitions are counted.
+	DeleteEvents, DeletePartitions, DeleteKVStore, DeleteKVDelta, DeleteStreams string
+	// PruneEvents and PrunePartitions (stream, partition or an array of them with
+	// Arrays) delete partitions.
+	PruneEvents, PrunePartitions string
+	// Stats (stream) selects current_partition, its event count and bytes.
+	Stats string
+	// TotalStreams selects the number of streams; TotalPartitions the number of
+	// partitions and of events; TotalsByStatus status, streams per status.
+	TotalStreams, TotalPartitions, TotalsByStatus string
+}
+
+// Store is the shared implementation of a SQL event store. It is safe for
+// concurrent use.
+type Store struct {
+	db     *sqlx.DB
+	owned  bool
+	now    func() time.Time
+	d      Dialect
+	closed atomic.Bool
+}
+
+// New returns a store over db speaking d. owned makes Close close db; now is the
+// clock (nil: time.Now).
+func New(db *sqlx.DB, owned bool, now func() time.Time, d Dialect) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{db: db, owned: owned, now: now, d: d}
+}
+
+// DB returns the underlying database.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+// Migrate applies the migrations in the "migrations" directory of fsys to the
+// database as migration line line.
+func (s *Store) Migrate(ctx context.Context, fsys fs.FS, md migrate.Dialect, line string) error {
+	migs, err := migrate.Load(fsys, "migrations")
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.d.Name, err)
+	}
+	if err := migrate.Apply(ctx, s.db.DB, md, line, migs); err != nil {
+		return fmt.Errorf("%s: %w", s.d.Name, err)
+	}
+	return nil
+}
+
+// Close marks the store closed; the first call also runs Dialect.Release and
+// closes the database if the store owns it.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	var err error
+	if s.d.Release != nil {
+		err = s.d.Release()
+	}
+	if s.owned {
+		err = errors.Join(err, s.db.Close())
+	}
+	return err
+}
+
+// usable fails when the store is closed or ctx has ended.
+func (s *Store) usable(ctx context.Context, op string) error {
+	if s.closed.Load() {
+		return eventstore.Closed(op)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %s: %w", s.d.Name, op, err)
+	}
+	return nil
+}
+
+// usableWith is usable for a read through q, which must be a transaction or a
+// database.
+func (s *Store) usableWith(ctx context.Context, op string, q sqlx.QueryerContext) error {
+	if err := s.usable(ctx, op); err != nil {
+		return err
+	}
+	switch q := q.(type) {
+	case nil:
+	case *sqlx.Tx:
+		if q != nil {
+			return nil
+		}
+	case *sqlx.DB:
+		if q != nil {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return &eventstore.InvalidError{Op: op, Field: "q", Reason: "nil transaction or database"}
+}
+
+// run runs fn in a write transaction of its own (Dialect.Run).
+func (s *Store) run(ctx context.Context, op, stream string, fn func(tx *sqlx.Tx) error) error {
+	if err := s.usable(ctx, op); err != nil {
+		return err
+	}
+	return s.wrap(op, stream, s.d.Run(ctx, fn))
+}
+
+// inTx runs fn inside the caller's transaction under a savepoint, so that a failing
+// fn leaves nothing behind and the caller can go on with the transaction (which
+// PostgreSQL allows after a failed statement only once it is rolled back to a
+// savepoint).
+func (s *Store) inTx(ctx context.Context, tx *sqlx.Tx, op, stream string, fn func() error) error {
+	if err := s.usable(ctx, op); err != nil {
+		return err
+	}
+	if tx == nil {
+		return &eventstore.InvalidError{Op: op, Stream: stream, Field: "tx", Reason: "nil transaction"}
+	}
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+s.d.Savepoint); err != nil {
+		return s.wrap(op, stream, err)
+	}
+	if err := fn(); err != nil {
+		// The rollback must happen even when ctx has ended.
+		bg := context.WithoutCancel(ctx)
+		_, rbErr := tx.ExecContext(bg, "ROLLBACK TO SAVEPOINT "+s.d.Savepoint)
+		_, relErr := tx.ExecContext(bg, "RELEASE SAVEPOINT "+s.d.Savepoint)
+		if rbErr != nil || relErr != nil {
+			err = errors.Join(err, rbErr, relErr)
+		}
+		return s.wrap(op, stream, err)
+	}
+	_, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+s.d.Savepoint)
+	return s.wrap(op, stream, err)
+}
+
+// wrap names op and stream in storage errors; the contract's own errors already
+// carry them and pass unchanged.
+func (s *Store) wrap(op, stream string, err error) error {
+	if err == nil || eventstore.IsContractError(err) {
+		return err
+	}
+	if stream == "" {
+		return fmt.Errorf("%s: %s: %w", s.d.Name, op, err)
+	}
+	return fmt.Errorf("%s: %s stream %q: %w", s.d.Name, op, stream, err)
+}
+
+// ScanRow runs a single-row query through q (Dialect.Query) and scans the row into
+// dest; it returns sql.ErrNoRows when there is none.
+func (s *Store) ScanRow(ctx context.Context, q sqlx.QueryerContext, query string, args []any, dest ...any) error {
+	rows, err := s.d.Query(ctx, q, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// each returns the arguments of a statement over items: items itself, run once,
+// with Dialect.Arrays; otherwise each item, run once per item.
+func each[T any](arrays bool, items []T) []any {
+	if len(items) == 0 {
+		return nil
+	}
+	if arrays {
+		return []any{items}
+	}
+	args := make([]any, len(items))
+	for i, item := range items {
+		args[i] = item
+	}
+	return args
+}
+
+// NullString binds a *string: nil is NULL.
+func NullString(p *string) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
+
+func stringPtr(ns sql.NullString) *string {
+	if !ns.Valid {
+		return nil
+	}
+	v := ns.String
+	return &v
+}
+
+func timeOrZero(n sql.NullInt64) (t time.Time) {
+	if n.Valid {
+		t = fromMicros(n.Int64)
+	}
+	return t
+}

@@ -1,0 +1,226 @@
+package essql
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/duroq/duroq/eventstore"
+	"github.com/jmoiron/sqlx"
+)
+
+// Update implements eventstore.Metadata.
+func (s *Store) Update(ctx context.Context, stream string, u eventstore.StreamUpdate) error {
+	if err := eventstore.CheckUpdate(stream, u); err != nil {
+		return err
+	}
+	return s.run(ctx, "update", stream, func(tx *sqlx.Tx) error { return s.update(ctx, tx, stream, u) })
+}
+
+// UpdateTx is Update inside tx.
+func (s *Store) UpdateTx(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate) error {
+	if err := eventstore.CheckUpdate(stream, u); err != nil {
+		return err
+	}
+	return s.inTx(ctx, tx, "update", stream, func() error { return s.update(ctx, tx, stream, u) })
+}
+
+// update writes the stream's and the partition's rows (Dialect.UpdateRows) and,
+// when the partition ends, merges the KV delta.
+func (s *Store) update(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate) error {
+	var status any
+	ends := false
+	if u.Status != nil {
+		status, ends = string(*u.Status), u.Status.EndsPartition()
+	}
+	if err := s.d.UpdateRows(ctx, tx, stream, u, status, ends, micros(s.now())); err != nil {
+		return err
+	}
+	if ends {
+		for _, q := range []string{s.d.Queries.MergeKVSet, s.d.Queries.MergeKVClear, s.d.Queries.MergeKVDrop} {
+			if _, err := s.d.Exec(ctx, tx, q, stream, u.Partition); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Stream implements eventstore.Metadata.
+func (s *Store) Stream(ctx context.Context, stream string) (eventstore.StreamInfo, error) {
+	return s.StreamTx(ctx, s.db, stream)
+}
+
+// StreamTx is Stream through q.
+func (s *Store) StreamTx(ctx context.Context, q sqlx.QueryerContext, stream string) (eventstore.StreamInfo, error) {
+	const op = "stream"
+	if err := s.usableWith(ctx, op, q); err != nil {
+		return eventstore.StreamInfo{}, err
+	}
+	if err := eventstore.CheckStream(op, stream); err != nil {
+		return eventstore.StreamInfo{}, err
+	}
+	var (
+		info                       = eventstore.StreamInfo{Stream: stream}
+		streamStatus               string
+		custom                     sql.NullString
+		created, updated           int64
+		partStatus, output, pinned sql.NullString
+		completed                  sql.NullInt64
+	)
+	err := s.ScanRow(ctx, q, s.d.Queries.Stream, []any{stream},
+		&info.Name, &info.Version, &info.Parent, &streamStatus, &info.CurrentPartition,
+		&custom, &info.CustomStatusVersion, &created, &updated,
+		&partStatus, &output, &pinned, &completed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return eventstore.StreamInfo{}, eventstore.NotFound(op, stream)
+	}
+	if err != nil {
+		return eventstore.StreamInfo{}, s.wrap(op, stream, err)
+	}
+	info.Status = eventstore.Status(streamStatus)
+	if partStatus.Valid {
+		info.Status = eventstore.Status(partStatus.String)
+	}
+	info.Output, info.PinnedVersion, info.CompletedAt = stringPtr(output), stringPtr(pinned), timeOrZero(completed)
+	info.CustomStatus = stringPtr(custom)
+	info.CreatedAt, info.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return info, nil
+}
+
+// ListStreams implements eventstore.Metadata.
+func (s *Store) ListStreams(ctx context.Context, f eventstore.StreamFilter) ([]string, error) {
+	return s.ListStreamsTx(ctx, s.db, f)
+}
+
+// ListStreamsTx is ListStreams through q.
+func (s *Store) ListStreamsTx(ctx context.Context, q sqlx.QueryerContext, f eventstore.StreamFilter) ([]string, error) {
+	const op = "list streams"
+	if err := s.usableWith(ctx, op, q); err != nil {
+		return nil, err
+	}
+	if err := eventstore.CheckFilter(op, f); err != nil {
+		return nil, err
+	}
+	ids, err := s.listStreams(ctx, q, f, false)
+	return ids, s.wrap(op, "", err)
+}
+
+// listStreams builds the query of a filter; every condition has an index or a
+// primary key behind it except CompletedBefore (an admin query). With lock set (q
+// must be a transaction) the selected streams are locked (Queries.LockSelected),
+// and a stream changed meanwhile is selected only if it still matches.
+func (s *Store) listStreams(ctx context.Context, q sqlx.QueryerContext, f eventstore.StreamFilter, lock bool) ([]string, error) {
+	var (
+		query strings.Builder
+		conds []string
+		args  []any
+	)
+	query.WriteString("SELECT s.stream FROM es_streams s")
+	if !f.CompletedBefore.IsZero() {
+		query.WriteString(" JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition")
+		conds = append(conds, "p.completed_at < ?")
+		args = append(args, micros(f.CompletedBefore))
+	}
+	if f.Streams != nil {
+		// One parameter, whatever the number of ids (no bound-variable limit).
+		var ids any = f.Streams
+		if !s.d.Arrays {
+			text, err := json.Marshal(f.Streams)
+			if err != nil {
+				return nil, err
+			}
+			ids = string(text)
+		}
+		conds = append(conds, s.d.Queries.StreamIn)
+		args = append(args, ids)
+	}
+	if f.Status != "" {
+		conds = append(conds, "s.status = ?")
+		args = append(args, string(f.Status))
+	}
+	if f.Parent != "" {
+		conds = append(conds, "s.parent = ?")
+		args = append(args, f.Parent)
+	}
+	if f.RootsOnly {
+		conds = append(conds, "s.parent IS NULL")
+	}
+	if len(conds) > 0 {
+		query.WriteString(" WHERE " + strings.Join(conds, " AND "))
+	}
+	query.WriteString(" ORDER BY s.stream")
+	if f.Limit > 0 {
+		query.WriteString(" LIMIT ?")
+		args = append(args, f.Limit)
+	}
+	if lock {
+		query.WriteString(s.d.Queries.LockSelected)
+	}
+	ids := []string{}
+	err := sqlx.SelectContext(ctx, q, &ids, sqlx.Rebind(s.d.Bind, query.String()), args...)
+	return ids, err
+}
+
+// SetCustomStatus implements eventstore.Metadata.
+func (s *Store) SetCustomStatus(ctx context.Context, stream string, value *string) (version int64, err error) {
+	if err := eventstore.CheckCustomStatus(stream, value); err != nil {
+		return 0, err
+	}
+	err = s.run(ctx, "set custom status", stream, func(tx *sqlx.Tx) error {
+		version, err = s.setCustomStatus(ctx, tx, stream, value)
+		return err
+	})
+	return version, err
+}
+
+// SetCustomStatusTx is SetCustomStatus inside tx.
+func (s *Store) SetCustomStatusTx(ctx context.Context, tx *sqlx.Tx, stream string, value *string) (version int64, err error) {
+	if err := eventstore.CheckCustomStatus(stream, value); err != nil {
+		return 0, err
+	}
+	err = s.inTx(ctx, tx, "set custom status", stream, func() error {
+		version, err = s.setCustomStatus(ctx, tx, stream, value)
+		return err
+	})
+	return version, err
+}
+
+func (s *Store) setCustomStatus(ctx context.Context, tx *sqlx.Tx, stream string, value *string) (int64, error) {
+	var version int64
+	err := s.ScanRow(ctx, tx, s.d.Queries.SetCustomStatus, []any{NullString(value), micros(s.now()), stream}, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, eventstore.NotFound("set custom status", stream)
+	}
+	return version, err
+}
+
+// CustomStatus implements eventstore.Metadata.
+func (s *Store) CustomStatus(ctx context.Context, stream string, lastSeen int64) (eventstore.CustomStatus, bool, error) {
+	return s.CustomStatusTx(ctx, s.db, stream, lastSeen)
+}
+
+// CustomStatusTx is CustomStatus through q.
+func (s *Store) CustomStatusTx(ctx context.Context, q sqlx.QueryerContext, stream string, lastSeen int64) (eventstore.CustomStatus, bool, error) {
+	const op = "custom status"
+	if err := s.usableWith(ctx, op, q); err != nil {
+		return eventstore.CustomStatus{}, false, err
+	}
+	if err := eventstore.CheckStream(op, stream); err != nil {
+		return eventstore.CustomStatus{}, false, err
+	}
+	var (
+		value   sql.NullString
+		version int64
+	)
+	err := s.ScanRow(ctx, q, s.d.Queries.CustomStatus, []any{stream, lastSeen}, &value, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return eventstore.CustomStatus{}, false, nil
+	}
+	if err != nil {
+		return eventstore.CustomStatus{}, false, s.wrap(op, stream, err)
+	}
+	return eventstore.CustomStatus{Value: stringPtr(value), Version: version}, true, nil
+}
