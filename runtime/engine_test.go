@@ -1,0 +1,265 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// instance plays the provider for the engine: it keeps the history of one execution
+// and feeds turns.
+type instance struct {
+	t       *testing.T
+	fn      Orchestration
+	history []Event
+	now     time.Time
+}
+
+func newInstance(t *testing.T, fn Orchestration) *instance {
+	return &instance{t: t, fn: fn, now: time.UnixMilli(1_700_000_000_000)}
+}
+
+// turn runs one turn with msgs, appends its events to the history and returns it.
+func (in *instance) turn(msgs ...WorkItem) TurnResult {
+	in.t.Helper()
+	in.now = in.now.Add(time.Second)
+	res := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: msgs, Now: in.now}, in.fn)
+	for i, ev := range res.NewEvents {
+		if want := uint64(len(in.history) + i + 1); ev.EventID != want {
+			in.t.Fatalf("new event %d (%s) has id %d, want %d (contiguous)", i, ev.Kind, ev.EventID, want)
+		}
+	}
+	in.history = append(in.history, res.NewEvents...)
+	// Replaying the whole history afterwards must decide nothing new.
+	if res.Status == StatusRunning {
+		again := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Now: in.now}, in.fn)
+		if len(again.NewEvents) != 0 || len(again.WorkerItems) != 0 || again.Status != StatusRunning {
+			in.t.Fatalf("replaying the recorded history decided again: %+v", again)
+		}
+	}
+	return res
+}
+
+func start(input string) WorkItem {
+	return WorkItem{Kind: WorkStartOrchestration, Instance: "i", Name: "Orch", Version: "1.0.0", Input: input, ExecutionID: 1}
+}
+
+func done(id uint64, result string) WorkItem {
+	return WorkItem{Kind: WorkActivityCompleted, Instance: "i", ExecutionID: 1, ID: id, Result: result}
+}
+
+func kinds(evs []Event) string {
+	var s []string
+	for _, e := range evs {
+		s = append(s, string(e.Kind))
+	}
+	return strings.Join(s, ",")
+}
+
+func TestSequentialActivitiesCompleteAcrossTurns(t *testing.T) {
+	in := newInstance(t, func(ctx *Context, input string) (string, error) {
+		a, err := ctx.ScheduleActivity("A", input).Get()
+		if err != nil {
+			return "", err
+		}
+		b, err := ctx.ScheduleActivity("B", a).Get()
+		return "out:" + b, err
+	})
+	r := in.turn(start("x"))
+	if len(r.WorkerItems) != 1 || r.WorkerItems[0].Name != "A" || r.WorkerItems[0].Input != "x" || r.WorkerItems[0].ID != 2 {
+		t.Fatalf("turn 1 scheduled %+v; want activity A(x) with id 2", r.WorkerItems)
+	}
+	if got := kinds(r.NewEvents); got != "OrchestrationStarted,ActivityScheduled" {
+		t.Fatalf("turn 1 events %s", got)
+	}
+	r = in.turn(done(2, "a-out"))
+	if len(r.WorkerItems) != 1 || r.WorkerItems[0].Name != "B" || r.WorkerItems[0].Input != "a-out" {
+		t.Fatalf("turn 2 scheduled %+v; want B(a-out)", r.WorkerItems)
+	}
+	r = in.turn(done(4, "b-out"))
+	if r.Status != StatusCompleted || r.Output != "out:b-out" {
+		t.Fatalf("turn 3: status %s output %q; want Completed out:b-out", r.Status, r.Output)
+	}
+	if got := kinds(in.history); got != "OrchestrationStarted,ActivityScheduled,ActivityCompleted,ActivityScheduled,ActivityCompleted,OrchestrationCompleted" {
+		t.Fatalf("history %s", got)
+	}
+}
+
+func TestDuplicateAndStaleCompletionsAreDropped(t *testing.T) {
+	in := newInstance(t, func(ctx *Context, input string) (string, error) {
+		return ctx.ScheduleActivity("A", "").Get()
+	})
+	in.turn(start(""))
+	stale := done(2, "other execution")
+	stale.ExecutionID = 7
+	r := in.turn(stale, done(99, "never scheduled"))
+	if len(r.NewEvents) != 0 {
+		t.Fatalf("stale completions made events %s", kinds(r.NewEvents))
+	}
+	r = in.turn(done(2, "first"), done(2, "duplicate"))
+	if r.Status != StatusCompleted || r.Output != "first" {
+		t.Fatalf("status %s output %q; want the first completion", r.Status, r.Output)
+	}
+}
+
+func TestFanOutJoinIsLinear(t *testing.T) {
+	const n = 2000
+	in := newInstance(t, func(ctx *Context, input string) (string, error) {
+		fs := make([]*Future, n)
+		for i := range fs {
+			fs[i] = ctx.ScheduleActivity("Work", fmt.Sprint(i))
+		}
+		for _, err := range ctx.Join(fs...) {
+			if err != nil {
+				return "", err
+			}
+		}
+		sum := 0
+		for _, f := range fs {
+			r, _ := f.Get()
+			sum += len(r)
+		}
+		return fmt.Sprint(sum), nil
+	})
+	r := in.turn(start(""))
+	if len(r.WorkerItems) != n {
+		t.Fatalf("scheduled %d activities, want %d", len(r.WorkerItems), n)
+	}
+	var msgs []WorkItem
+	for _, w := range r.WorkerItems {
+		msgs = append(msgs, done(w.ID, "ok"))
+	}
+	begin := time.Now()
+	r = in.turn(msgs...)
+	if r.Status != StatusCompleted || r.Output != fmt.Sprint(2*n) {
+		t.Fatalf("status %s output %q", r.Status, r.Output)
+	}
+	if d := time.Since(begin); d > 5*time.Second {
+		t.Fatalf("a %d-way join took %v: replay is not linear", n, d)
+	}
+}
+
+func TestSelectTimerBeatsActivityAndCancelsIt(t *testing.T) {
+	in := newInstance(t, func(ctx *Context, input string) (string, error) {
+		act := ctx.ScheduleActivity("Slow", "")
+		timer := ctx.CreateTimer(time.Minute)
+		if ctx.Select(act, timer) == 1 {
+			return "timeout", nil
+		}
+		return act.Get()
+	})
+	r := in.turn(start(""))
+	if len(r.OrchestratorItems) != 1 || r.OrchestratorItems[0].Kind != WorkTimerFired || r.OrchestratorItems[0].FireAtMs != in.now.Add(time.Minute).UnixMilli() {
+		t.Fatalf("timer items %+v; want a TimerFired at now+1m", r.OrchestratorItems)
+	}
+	r = in.turn(WorkItem{Kind: WorkTimerFired, Instance: "i", ExecutionID: 1, ID: 3})
+	if r.Status != StatusCompleted || r.Output != "timeout" {
+		t.Fatalf("status %s output %q; want timeout", r.Status, r.Output)
+	}
+	if len(r.CancelledActivities) != 1 || r.CancelledActivities[0].ActivityID != 2 {
+		t.Fatalf("cancelled %+v; want the losing activity 2", r.CancelledActivities)
+	}
+	if !strings.Contains(kinds(r.NewEvents), "ActivityCancelRequested") {
+		t.Fatalf("events %s lack the cancellation breadcrumb", kinds(r.NewEvents))
+	}
+	// A late completion of the cancelled activity changes nothing.
+	if r := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: []WorkItem{done(2, "late")}}, in.fn); len(r.NewEvents) != 0 {
+		t.Fatalf("late completion after the end made events %s", kinds(r.NewEvents))
+	}
+}
+
+func TestExternalEventsArePositional(t *testing.T) {
+	in := newInstance(t, func(ctx *Context, input string) (string, error) {
+		a, _ := ctx.WaitForEvent("approve").Get()
+		b, _ := ctx.WaitForEvent("approve").Get()
+		return a + "+" + b, nil
+	})
+	in.turn(start(""), WorkItem{Kind: WorkExternalRaised, Instance: "i", Name: "other", Data: "ignored"})
+	r := in.turn(WorkItem{Kind: WorkExternalRaised, Instance: "i", Name: "approve", Data: "first"})
+	if r.Status != StatusRunning {
+		t.Fatalf("status %s after one of two events", r.Status)
+	}
+	r = in.turn(WorkItem{Kind: WorkExternalRaised, Instance: "i", Name: "approve", Data: "second"})
+	if r.Output != "first+second" {
+		t.Fatalf("output %q; want first+second", r.Output)
+	}
+}
+
+func TestChangedCodeFailsWithNondeterminism(t *testing.T) {
+	in := newInstance(t, func(ctx *Context, input string) (string, error) {
+		return ctx.ScheduleActivity("A", "").Get()
+	})
+	in.turn(start(""))
+	in.fn = func(ctx *Context, input string) (string, error) {
+		return ctx.ScheduleActivity("B", "").Get() // deployed code now schedules B
+	}
+	r := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: []WorkItem{done(2, "x")}}, in.fn)
+	if r.Status != StatusFailed || r.Failure.Kind != ErrorConfiguration || r.Failure.ConfigKind != ConfigNondeterminism {
+		t.Fatalf("status %s failure %+v; want a nondeterminism failure", r.Status, r.Failure)
+	}
+	if !strings.Contains(r.Failure.Message, `"B"`) || !strings.Contains(r.Failure.Message, `"A"`) {
+		t.Fatalf("failure %q does not name the mismatch", r.Failure.Message)
+	}
+}
+
+func TestPanicsAndErrorsFailTheOrchestration(t *testing.T) {
+	r := newInstance(t, func(ctx *Context, input string) (string, error) { panic("boom") }).turn(start(""))
+	if r.Status != StatusFailed || r.Failure.AppKind != AppPanicked || !strings.Contains(r.Output, "boom") {
+		t.Fatalf("panic: status %s failure %+v", r.Status, r.Failure)
+	}
+	r = newInstance(t, func(ctx *Context, input string) (string, error) { return "", errors.New("bad input") }).turn(start(""))
+	if r.Status != StatusFailed || r.Failure.AppKind != AppOrchestrationFailed || r.Output != "bad input" {
+		t.Fatalf("error: status %s output %q", r.Status, r.Output)
+	}
+}
+
+func TestCancelInstanceFailsAndCancelsPendingActivities(t *testing.T) {
+	in := newInstance(t, func(ctx *Context, input string) (string, error) {
+		return ctx.ScheduleActivity("Long", "").Get()
+	})
+	in.turn(start(""))
+	r := in.turn(WorkItem{Kind: WorkCancelInstance, Instance: "i", Reason: "user request"})
+	if r.Status != StatusFailed || r.Failure.AppKind != AppCancelled || r.Failure.Reason != "user request" {
+		t.Fatalf("status %s failure %+v; want Cancelled(user request)", r.Status, r.Failure)
+	}
+	if len(r.CancelledActivities) != 1 || r.CancelledActivities[0].ActivityID != 2 {
+		t.Fatalf("cancelled %+v; want activity 2", r.CancelledActivities)
+	}
+}
+
+func TestContinueAsNewEndsTheExecutionWithASuccessorItem(t *testing.T) {
+	r := newInstance(t, func(ctx *Context, input string) (string, error) {
+		if ctx.Now().IsZero() {
+			t.Error("Now is zero")
+		}
+		return "", ctx.ContinueAsNew(input + "+1")
+	}).turn(start("0"))
+	if r.Status != StatusContinuedAsNew || len(r.OrchestratorItems) != 1 {
+		t.Fatalf("status %s items %+v", r.Status, r.OrchestratorItems)
+	}
+	next := r.OrchestratorItems[0]
+	if next.Kind != WorkContinueAsNew || next.Input != "0+1" || next.Name != "Orch" || next.Version != "1.0.0" {
+		t.Fatalf("successor %+v", next)
+	}
+}
+
+func TestDeterministicHelpersAreStableAcrossReplays(t *testing.T) {
+	var guids []string
+	fn := func(ctx *Context, input string) (string, error) {
+		g := ctx.NewGUID()
+		guids = append(guids, g)
+		_, err := ctx.ScheduleActivity("A", g).Get()
+		return g + "@" + fmt.Sprint(ctx.Now().UnixMilli()), err
+	}
+	in := newInstance(t, fn)
+	in.turn(start(""))
+	r := in.turn(done(2, ""))
+	if len(guids) < 3 || guids[0] != guids[len(guids)-1] {
+		t.Fatalf("NewGUID differed between replays: %v", guids)
+	}
+	if !strings.HasPrefix(r.Output, guids[0]) {
+		t.Fatalf("output %q", r.Output)
+	}
+}
