@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/postgres"
 	"github.com/jmoiron/sqlx"
@@ -298,7 +299,7 @@ func TestDequeueTxAndAckTxInCallerTransactionsUnderContention(t *testing.T) {
 		wg.Go(func() {
 			for ctx.Err() == nil && ledger.acked() < total && !t.Failed() {
 				var b *mq.Batch
-				err := runTx(ctx, db, func(tx *sqlx.Tx) error {
+				err := sqltx.Run(ctx, db, func(tx *sqlx.Tx) error {
 					var err error
 					if b, _, err = q.DequeueTx(ctx, tx, queue, mq.DequeueOptions{LockTimeout: time.Minute}); err != nil || b == nil {
 						return err

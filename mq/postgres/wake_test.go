@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/postgres"
 	"github.com/jmoiron/sqlx"
@@ -112,7 +113,7 @@ func TestWaitWakesOnCommitOfTxTwins(t *testing.T) {
 		t.Fatalf("a long poll returned %+v, %v for an enqueue that was rolled back", p.b, p.err)
 	case <-time.After(500 * time.Millisecond):
 	}
-	err := runTx(ctx, db, func(tx *sqlx.Tx) error {
+	err := sqltx.Run(ctx, db, func(tx *sqlx.Tx) error {
 		return writer.EnqueueTx(ctx, tx, mq.Message{Queue: "q", Payload: []byte("committed")})
 	})
 	if err != nil {

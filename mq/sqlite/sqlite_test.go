@@ -10,6 +10,8 @@ import (
 
 	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/conformance"
+	"github.com/duroq/duroq/internal/mqtest"
+	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/sqlite"
 	"github.com/jmoiron/sqlx"
@@ -88,70 +90,18 @@ func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
 	}
 }
 
-// TestTxTwinsCommitAndRollBackWithTheCallersWrites shows another package's writes and
-// queue writes committing (or rolling back) as one transaction on a shared database.
+// TestTxTwinsCommitAndRollBackWithTheCallersWrites: see mqtest.TxTwins.
 func TestTxTwinsCommitAndRollBackWithTheCallersWrites(t *testing.T) {
-	ctx := t.Context()
 	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "shared.db"), sqlite.DBOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	q := sqlite.New(db, sqlite.Options{})
-	if err := q.Migrate(ctx); err != nil {
+	if err := q.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`CREATE TABLE app_orders (id TEXT PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	write := func(id string, fail bool) error {
-		tx, err := db.BeginTxx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if _, err := tx.Exec(`INSERT INTO app_orders (id) VALUES (?)`, id); err != nil {
-			return err
-		}
-		if err := q.EnqueueTx(ctx, tx, mq.Message{Queue: "orders", Payload: []byte(id)}); err != nil {
-			return err
-		}
-		if fail {
-			return errors.New("the caller gives up")
-		}
-		return tx.Commit()
-	}
-	if err := write("committed", false); err != nil {
-		t.Fatal(err)
-	}
-	if err := write("rolled-back", true); err == nil {
-		t.Fatal("expected the failing write to fail")
-	}
-	var orders []string
-	if err := db.Select(&orders, `SELECT id FROM app_orders`); err != nil {
-		t.Fatal(err)
-	}
-	b, err := q.DequeueBatch(ctx, "orders", mq.DequeueOptions{})
-	if err != nil || b == nil {
-		t.Fatalf("dequeue: %v %v", b, err)
-	}
-	next, err := q.DequeueBatch(ctx, "orders", mq.DequeueOptions{})
-	if err != nil || next != nil {
-		t.Fatalf("a second message exists (%+v, %v): the rolled-back enqueue leaked", next, err)
-	}
-	if len(orders) != 1 || orders[0] != "committed" || string(b.Messages[0].Payload) != "committed" {
-		t.Fatalf("orders %v, message %q: want exactly the committed pair", orders, b.Messages[0].Payload)
-	}
-
-	// Ack inside the caller's transaction, rolled back: the message stays locked by us.
-	tx := db.MustBeginTx(ctx, nil)
-	if err := q.AckTx(ctx, tx, b.Token); err != nil {
-		t.Fatal(err)
-	}
-	tx.Rollback()
-	if err := q.Ack(ctx, b.Token); err != nil {
-		t.Fatalf("ack after a rolled-back AckTx: %v (the rollback should have left the lock held)", err)
-	}
+	mqtest.TxTwins(t, db, q)
 }
 
 // TestWaitWakesOnTxEnqueueAfterNotify checks the documented Notify hand-off.
@@ -166,7 +116,7 @@ func TestWaitWakesOnTxEnqueueAfterNotify(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond) // let the poll start waiting
 	start := time.Now()
-	if err := runTx(ctx, q.DB(), func(tx *sqlx.Tx) error { return q.EnqueueTx(ctx, tx, mq.Message{Queue: "q"}) }); err != nil {
+	if err := sqltx.Run(ctx, q.DB(), func(tx *sqlx.Tx) error { return q.EnqueueTx(ctx, tx, mq.Message{Queue: "q"}) }); err != nil {
 		t.Fatal(err)
 	}
 	q.Notify("q")
@@ -181,18 +131,6 @@ func TestWaitWakesOnTxEnqueueAfterNotify(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Notify did not wake the long poll")
 	}
-}
-
-func runTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // BenchmarkQueue runs the shared queue benchmarks on a SQLite file (WAL,
