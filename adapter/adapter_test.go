@@ -1,8 +1,10 @@
 package adapter_test
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/duroq/duroq/adapter"
@@ -84,4 +86,52 @@ func TestNewRefusesPrimitivesThatCannotCommitTogether(t *testing.T) {
 			t.Errorf("%s: New = %v, want ErrNotComposable", name, err)
 		}
 	}
+}
+
+func TestRuntimeMemory(t *testing.T) {
+	conformance.TestRuntime(t, conformance.RuntimeFactory{
+		New: func(t *testing.T) runtime.Provider { return adapter.NewMemory(adapter.Options{}) },
+	})
+}
+
+func openSQLite(location string) (runtime.Provider, error) {
+	return adapter.OpenSQLite(location, adapter.SQLiteOptions{})
+}
+
+func TestRuntimeSQLite(t *testing.T) {
+	conformance.TestRuntime(t, conformance.RuntimeFactory{
+		New: func(t *testing.T) runtime.Provider {
+			p, err := openSQLite(filepath.Join(t.TempDir(), "duroq.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewStore: func(t *testing.T) string { return filepath.Join(t.TempDir(), "duroq.db") },
+		Open:     openSQLite,
+	})
+}
+
+// openPostgres opens a location of the form "schema dsn".
+func openPostgres(location string) (runtime.Provider, error) {
+	schema, dsn, _ := strings.Cut(location, " ")
+	return adapter.OpenPostgres(context.Background(), dsn, adapter.PostgresOptions{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}})
+}
+
+func TestRuntimePostgres(t *testing.T) {
+	newStore := func(t *testing.T) string {
+		dsn, schema := pgtest.Schema(t)
+		return schema + " " + dsn
+	}
+	conformance.TestRuntime(t, conformance.RuntimeFactory{
+		New: func(t *testing.T) runtime.Provider {
+			p, err := openPostgres(newStore(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewStore: newStore,
+		Open:     openPostgres,
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
+	"sort"
 	"time"
 )
 
@@ -14,6 +16,16 @@ import (
 // into activities. Return ctx.ContinueAsNew(...) to continue as new.
 type Orchestration func(ctx *Context, input string) (string, error)
 
+// Limits enforced by the engine; a decision that breaks one fails the orchestration
+// with a Configuration error of kind LimitExceeded (retrying cannot help).
+const (
+	MaxCustomStatusBytes = 256 << 10 // a custom status
+	MaxKVKeys            = 150       // keys of one instance's KV state
+	MaxKVValueBytes      = 64 << 10  // one KV value
+	MaxTagBytes          = 256       // an activity tag
+	MaxCarryForward      = 100       // unconsumed queue messages carried into the next execution (oldest dropped)
+)
+
 // Turn is the input of one orchestration turn: the current execution's history and
 // the messages the provider fetched for it.
 type Turn struct {
@@ -21,10 +33,17 @@ type Turn struct {
 	ExecutionID uint64
 	History     []Event
 	Messages    []WorkItem
+	// KVSnapshot is the instance's KV state at the end of the previous execution.
+	KVSnapshot map[string]KVValue
 	// Now stamps the events the turn creates and schedules timers from.
 	Now time.Time
 	// RuntimeVersion stamps the events the turn creates.
 	RuntimeVersion string
+	// Logger receives ctx.Logger() records outside replay (nil: discarded).
+	Logger *slog.Logger
+	// Poison, when set, fails the execution with these details without running the
+	// code (a message that keeps failing its turns).
+	Poison *ErrorDetails
 }
 
 // TurnResult is what a turn decided: the events to append, the work to enqueue and the
@@ -40,9 +59,11 @@ type TurnResult struct {
 	Failure *ErrorDetails // set when Status is StatusFailed
 	// Name and Version of the orchestration, from its OrchestrationStarted event.
 	Name, Version string
-	// ParentInstance and ParentID identify the parent of a sub-orchestration.
-	ParentInstance string
-	ParentID       uint64
+	// ParentInstance, ParentID and ParentExecutionID identify the parent of a
+	// sub-orchestration.
+	ParentInstance    string
+	ParentID          uint64
+	ParentExecutionID uint64
 	// CustomStatus is the last custom-status decision of the turn (nil: unchanged).
 	CustomStatus **string
 }
@@ -55,8 +76,9 @@ type errContinueAsNew struct{ input, version string }
 
 func (e *errContinueAsNew) Error() string { return "runtime: continue as new" }
 
-// nondeterminism reports code whose decisions differ from its recorded history.
-type nondeterminism struct{ msg string }
+// configError reports code that breaks the rules (nondeterminism, a limit); it
+// unwinds the coroutine as a panic and fails the orchestration.
+type configError struct{ kind, msg string }
 
 // RunTurn replays fn over t's history, applies t's messages in order and returns the
 // turn's decisions. It is pure: no goroutines (fn runs as a coroutine of the caller),
@@ -77,25 +99,41 @@ type engine struct {
 	cursor    int                // next recorded decision to match
 	futures   map[uint64]*Future // by scheduling event id
 	subs      []*Future          // external-event subscriptions, in subscription order
+	queueSubs []*Future          // event-queue subscriptions, in subscription order
+	queued    map[string][]string
+	kv        map[string]KVValue
+	kvTouched map[string]bool // keys written by this turn's new events
+	custom    *string
 	replaying bool
 	now       time.Time
 	guidSeq   uint64
 	yield     func(struct{}) bool
 	failure   *ErrorDetails
+	log       *slog.Logger
 }
 
 func newEngine(t Turn) *engine {
-	e := &engine{t: t, events: append([]Event(nil), t.History...), nHist: len(t.History), futures: map[uint64]*Future{}}
+	e := &engine{t: t, events: append([]Event(nil), t.History...), nHist: len(t.History), futures: map[uint64]*Future{},
+		queued: map[string][]string{}, kv: map[string]KVValue{}, kvTouched: map[string]bool{}}
+	for k, v := range t.KVSnapshot {
+		e.kv[k] = v
+	}
 	e.res.Status = StatusRunning
 	for i, ev := range e.events {
 		if isDecision(ev.Kind) {
 			e.decisions = append(e.decisions, i)
 		}
 		if ev.Kind == EventOrchestrationStarted {
-			e.res.Name, e.res.Version, e.res.ParentInstance, e.res.ParentID = ev.Name, ev.Version, ev.ParentInstance, ev.ParentID
+			e.started(&ev)
 		}
 	}
 	return e
+}
+
+// started takes the execution's identity from its OrchestrationStarted event.
+func (e *engine) started(ev *Event) {
+	e.res.Name, e.res.Version = ev.Name, ev.Version
+	e.res.ParentInstance, e.res.ParentID, e.res.ParentExecutionID = ev.ParentInstance, ev.ParentID, ev.ParentExecutionID
 }
 
 // isDecision reports whether an event records a decision of the orchestration code
@@ -104,6 +142,9 @@ func isDecision(k EventKind) bool {
 	switch k {
 	case EventActivityScheduled, EventTimerCreated, EventExternalSubscribed, EventCustomStatusUpdated,
 		EventActivityCancelRequested, EventExternalSubscribedCancelled,
+		EventSubOrchestrationScheduled, EventSubOrchestrationCancelRequested, EventOrchestrationChained,
+		EventQueueSubscribed, EventQueueSubscriptionCancelled,
+		EventKeyValueSet, EventKeyValueCleared, EventKeyValuesCleared,
 		EventOrchestrationCompleted, EventOrchestrationFailed, EventOrchestrationContinuedAsNew:
 		return true
 	}
@@ -121,12 +162,10 @@ func (e *engine) appendEvent(ev Event) *Event {
 }
 
 func (e *engine) run(fn Orchestration) TurnResult {
-	if e.nHist > 0 && e.events[e.nHist-1].IsTerminal() {
-		return e.res // the execution already ended: late messages change nothing
-	}
-	e.acceptMessages()
-	if len(e.events) == 0 {
-		return e.res // nothing started this instance
+	ended := e.nHist > 0 && e.events[e.nHist-1].IsTerminal()
+	e.acceptMessages(ended)
+	if ended || len(e.events) == 0 {
+		return e.finish() // ended executions only answer colliding starts; nothing started otherwise
 	}
 	started := e.events[0]
 	if started.Kind != EventOrchestrationStarted {
@@ -134,7 +173,20 @@ func (e *engine) run(fn Orchestration) TurnResult {
 			Message: fmt.Sprintf("history starts with %s, not OrchestrationStarted", started.Kind)})
 		return e.finish()
 	}
+	if e.t.Poison != nil {
+		e.fail(e.t.Poison)
+		return e.finish()
+	}
 	e.now = time.UnixMilli(started.TimestampMs)
+	e.custom = started.InitialCustomStatus
+	for _, cf := range started.CarryForward {
+		e.queued[cf.Name] = append(e.queued[cf.Name], cf.Data)
+	}
+	e.log = slog.New(slog.DiscardHandler)
+	if e.t.Logger != nil {
+		e.log = e.t.Logger.With("instance", e.t.Instance, "execution", e.t.ExecutionID,
+			"orchestration", started.Name, "version", started.Version)
+	}
 
 	ctx := &Context{e: e}
 	var output string
@@ -145,8 +197,8 @@ func (e *engine) run(fn Orchestration) TurnResult {
 		defer func() {
 			if p := recover(); p != nil {
 				switch p := p.(type) {
-				case *nondeterminism:
-					e.fail(&ErrorDetails{Kind: ErrorConfiguration, ConfigKind: ConfigNondeterminism, Message: p.msg})
+				case *configError:
+					e.fail(&ErrorDetails{Kind: ErrorConfiguration, ConfigKind: p.kind, Message: p.msg})
 				default:
 					if p == errAbort {
 						return
@@ -176,35 +228,36 @@ func (e *engine) run(fn Orchestration) TurnResult {
 }
 
 // acceptMessages turns the fetched messages into events of this turn, dropping
-// duplicates and stale completions.
-func (e *engine) acceptMessages() {
+// duplicates and stale completions. When the execution has ended, only starts that
+// collide with it are answered.
+func (e *engine) acceptMessages(ended bool) {
 	scheduled := map[uint64]EventKind{}
 	closed := map[uint64]bool{}
 	cancelRequested := false
 	for _, ev := range e.events {
 		switch ev.Kind {
-		case EventActivityScheduled, EventTimerCreated:
+		case EventActivityScheduled, EventTimerCreated, EventSubOrchestrationScheduled:
 			scheduled[ev.EventID] = ev.Kind
-		case EventActivityCompleted, EventActivityFailed, EventTimerFired, EventActivityCancelRequested:
+		case EventActivityCompleted, EventActivityFailed, EventTimerFired, EventActivityCancelRequested,
+			EventSubOrchestrationCompleted, EventSubOrchestrationFailed, EventSubOrchestrationCancelRequested:
 			closed[ev.SourceEventID] = true
 		case EventOrchestrationCancelRequested:
 			cancelRequested = true
 		}
 	}
 	for _, m := range e.t.Messages {
+		if ended && m.Kind != WorkStartOrchestration {
+			continue
+		}
 		switch m.Kind {
-		case WorkStartOrchestration:
+		case WorkStartOrchestration, WorkContinueAsNew:
 			if len(e.events) == 0 {
-				e.appendEvent(Event{Kind: EventOrchestrationStarted, Name: m.Name, Version: m.Version, Input: m.Input,
-					ParentInstance: m.ParentInstance, ParentID: m.ParentID, ParentExecutionID: m.ParentExecutionID})
-				e.res.Name, e.res.Version, e.res.ParentInstance, e.res.ParentID = m.Name, m.Version, m.ParentInstance, m.ParentID
-			}
-		case WorkContinueAsNew:
-			if len(e.events) == 0 {
-				e.appendEvent(Event{Kind: EventOrchestrationStarted, Name: m.Name, Version: m.Version, Input: m.Input,
+				ev := e.appendEvent(Event{Kind: EventOrchestrationStarted, Name: m.Name, Version: m.Version, Input: m.Input,
 					ParentInstance: m.ParentInstance, ParentID: m.ParentID, ParentExecutionID: m.ParentExecutionID,
 					CarryForward: m.CarryForward, InitialCustomStatus: m.InitialCustomStatus})
-				e.res.Name, e.res.Version, e.res.ParentInstance, e.res.ParentID = m.Name, m.Version, m.ParentInstance, m.ParentID
+				e.started(ev)
+			} else if m.Kind == WorkStartOrchestration {
+				e.answerCollision(m)
 			}
 		case WorkActivityCompleted, WorkActivityFailed, WorkTimerFired:
 			want := EventActivityScheduled
@@ -223,6 +276,16 @@ func (e *engine) acceptMessages() {
 			default:
 				e.appendEvent(Event{Kind: EventTimerFired, SourceEventID: m.ID, FireAtMs: m.FireAtMs})
 			}
+		case WorkSubOrchCompleted, WorkSubOrchFailed:
+			if m.ParentExecutionID != e.t.ExecutionID || scheduled[m.ParentID] != EventSubOrchestrationScheduled || closed[m.ParentID] {
+				continue
+			}
+			closed[m.ParentID] = true
+			if m.Kind == WorkSubOrchCompleted {
+				e.appendEvent(Event{Kind: EventSubOrchestrationCompleted, SourceEventID: m.ParentID, Result: m.Result})
+			} else {
+				e.appendEvent(Event{Kind: EventSubOrchestrationFailed, SourceEventID: m.ParentID, Details: m.Details})
+			}
 		case WorkExternalRaised:
 			if len(e.events) > 0 {
 				e.appendEvent(Event{Kind: EventExternalEvent, Name: m.Name, Data: m.Data})
@@ -240,11 +303,29 @@ func (e *engine) acceptMessages() {
 	}
 }
 
+// answerCollision handles a start for an instance that already exists: a repeated
+// start (same parent link) is ignored, so starts are idempotent; a parent asking for
+// a child id that another instance already uses is told at once instead of waiting
+// forever.
+func (e *engine) answerCollision(m WorkItem) {
+	if m.ParentInstance == "" {
+		return
+	}
+	s := &e.events[0]
+	if s.ParentInstance == m.ParentInstance && s.ParentID == m.ParentID && s.ParentExecutionID == m.ParentExecutionID {
+		return
+	}
+	e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkSubOrchFailed, Instance: m.Instance,
+		ParentInstance: m.ParentInstance, ParentID: m.ParentID, ParentExecutionID: m.ParentExecutionID,
+		Details: &ErrorDetails{Kind: ErrorApplication, AppKind: AppOrchestrationFailed,
+			Message: fmt.Sprintf("sub-orchestration instance %q already exists (orchestration %s)", m.Instance, s.Name)}})
+}
+
 // deliver applies one event to the futures; it reports whether the code should run.
 func (e *engine) deliver(ev *Event) bool {
 	e.replaying = int(ev.EventID) <= e.nHist
 	switch ev.Kind {
-	case EventActivityCompleted, EventActivityFailed, EventTimerFired:
+	case EventActivityCompleted, EventActivityFailed, EventTimerFired, EventSubOrchestrationCompleted, EventSubOrchestrationFailed:
 		f := e.futures[ev.SourceEventID]
 		if f == nil {
 			if int(ev.EventID) <= e.nHist {
@@ -257,10 +338,12 @@ func (e *engine) deliver(ev *Event) bool {
 		}
 		e.now = time.UnixMilli(ev.TimestampMs)
 		switch ev.Kind {
-		case EventActivityCompleted:
+		case EventActivityCompleted, EventSubOrchestrationCompleted:
 			f.resolve(ev.Result, nil)
 		case EventActivityFailed:
-			f.resolve("", &ActivityError{Details: ev.Details})
+			f.resolve("", &ActivityError{Name: f.name, Details: ev.Details})
+		case EventSubOrchestrationFailed:
+			f.resolve("", &SubOrchestrationError{Instance: f.child, Details: ev.Details})
 		default:
 			f.resolve("", nil)
 		}
@@ -274,10 +357,33 @@ func (e *engine) deliver(ev *Event) bool {
 			}
 		}
 		return false // raised with nobody waiting: dropped
+	case EventQueueEventDelivered:
+		e.queued[ev.Name] = append(e.queued[ev.Name], ev.Data)
+		if e.matchQueue(ev.Name) {
+			e.now = time.UnixMilli(ev.TimestampMs)
+			return true
+		}
+		return false // buffered until a subscription takes it
 	case EventOrchestrationCancelRequested:
 		e.cancelAll()
 		e.fail(&ErrorDetails{Kind: ErrorApplication, AppKind: AppCancelled, Reason: ev.Reason})
 		return true
+	}
+	return false
+}
+
+// matchQueue hands the oldest buffered message of queue to the oldest live
+// subscription of it; it reports whether one was resolved.
+func (e *engine) matchQueue(queue string) bool {
+	if len(e.queued[queue]) == 0 {
+		return false
+	}
+	for _, f := range e.queueSubs {
+		if !f.done && !f.cancelled && f.name == queue {
+			f.resolve(e.queued[queue][0], nil)
+			e.queued[queue] = e.queued[queue][1:]
+			return true
+		}
 	}
 	return false
 }
@@ -289,6 +395,14 @@ func nondeterministic(e *engine, msg string) {
 	}
 }
 
+// peekDecisionID is the event id the next decision will have.
+func (e *engine) peekDecisionID() uint64 {
+	if e.cursor < len(e.decisions) {
+		return e.events[e.decisions[e.cursor]].EventID
+	}
+	return uint64(len(e.events)) + 1
+}
+
 // decide records a decision of the code: on replay it must match the next recorded
 // decision; past the history it is a new event.
 func (e *engine) decide(ev Event) *Event {
@@ -296,7 +410,7 @@ func (e *engine) decide(ev Event) *Event {
 		rec := &e.events[e.decisions[e.cursor]]
 		e.cursor++
 		if msg := mismatch(rec, &ev); msg != "" {
-			panic(&nondeterminism{msg: fmt.Sprintf("decision %d (event %d): %s", e.cursor, rec.EventID, msg)})
+			panic(&configError{kind: ConfigNondeterminism, msg: fmt.Sprintf("decision %d (event %d): %s", e.cursor, rec.EventID, msg)})
 		}
 		return rec
 	}
@@ -307,8 +421,11 @@ func (e *engine) decide(ev Event) *Event {
 	return out
 }
 
+// isNew reports whether ev was decided by this turn (not replayed from history).
+func (e *engine) isNew(ev *Event) bool { return int(ev.EventID) > e.nHist }
+
 // mismatch describes how a replayed decision differs from the recorded one ("" if it
-// does not). Timer fire times and custom status values are not compared.
+// does not). Timer fire times, KV timestamps and custom status values are not compared.
 func mismatch(rec, now *Event) string {
 	if rec.Kind != now.Kind {
 		return fmt.Sprintf("the code now decides %s where history recorded %s", now.Kind, rec.Kind)
@@ -319,11 +436,20 @@ func mismatch(rec, now *Event) string {
 			return fmt.Sprintf("activity %q(%q) session %q tag %q, history has %q(%q) session %q tag %q",
 				now.Name, now.Input, now.SessionID, now.Tag, rec.Name, rec.Input, rec.SessionID, rec.Tag)
 		}
-	case EventExternalSubscribed:
-		if rec.Name != now.Name {
-			return fmt.Sprintf("wait for event %q, history has %q", now.Name, rec.Name)
+	case EventSubOrchestrationScheduled, EventOrchestrationChained:
+		if rec.Name != now.Name || rec.Instance != now.Instance || rec.Input != now.Input || rec.Version != now.Version {
+			return fmt.Sprintf("%s %q instance %q version %q input %q, history has %q instance %q version %q input %q",
+				now.Kind, now.Name, now.Instance, now.Version, now.Input, rec.Name, rec.Instance, rec.Version, rec.Input)
 		}
-	case EventActivityCancelRequested, EventExternalSubscribedCancelled:
+	case EventExternalSubscribed, EventQueueSubscribed:
+		if rec.Name != now.Name {
+			return fmt.Sprintf("%s %q, history has %q", now.Kind, now.Name, rec.Name)
+		}
+	case EventKeyValueSet, EventKeyValueCleared:
+		if rec.Key != now.Key || rec.Value != now.Value {
+			return fmt.Sprintf("%s %q=%q, history has %q=%q", now.Kind, now.Key, now.Value, rec.Key, rec.Value)
+		}
+	case EventActivityCancelRequested, EventExternalSubscribedCancelled, EventSubOrchestrationCancelRequested, EventQueueSubscriptionCancelled:
 		if rec.SourceEventID != now.SourceEventID {
 			return fmt.Sprintf("cancel of event %d, history cancels %d", now.SourceEventID, rec.SourceEventID)
 		}
@@ -331,17 +457,23 @@ func mismatch(rec, now *Event) string {
 	return ""
 }
 
-// cancelAll cancels every outstanding activity and subscription (the instance ends).
+// cancelAll cancels every outstanding activity, sub-orchestration and subscription
+// (the execution ends).
 func (e *engine) cancelAll() {
-	for _, f := range e.futures {
+	ids := make([]uint64, 0, len(e.futures))
+	for id, f := range e.futures {
 		if !f.done && !f.cancelled {
-			e.cancelFuture(f, "orchestration ended", false)
+			ids = append(ids, id)
 		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] }) // deterministic order of the side effects
+	for _, id := range ids {
+		e.cancelFuture(e.futures[id], "orchestration ended", false)
 	}
 }
 
 // cancelFuture records that the code gave up on f. decide is false when the engine
-// itself cancels (the instance ends): then nothing is matched against history.
+// itself cancels (the execution ends): then nothing is matched against history.
 func (e *engine) cancelFuture(f *Future, reason string, decide bool) {
 	f.cancelled = true
 	var kind EventKind
@@ -350,18 +482,25 @@ func (e *engine) cancelFuture(f *Future, reason string, decide bool) {
 		kind = EventActivityCancelRequested
 	case EventExternalSubscribed:
 		kind = EventExternalSubscribedCancelled
+	case EventQueueSubscribed:
+		kind = EventQueueSubscriptionCancelled
+	case EventSubOrchestrationScheduled:
+		kind = EventSubOrchestrationCancelRequested
 	default:
 		return // timers need no cancellation
 	}
 	if decide {
-		ev := e.decide(Event{Kind: kind, SourceEventID: f.id, Reason: reason})
-		if int(ev.EventID) <= e.nHist {
+		if ev := e.decide(Event{Kind: kind, SourceEventID: f.id, Reason: reason}); !e.isNew(ev) {
 			return // decided in an earlier turn: the side effect was issued then
 		}
 	}
-	if kind == EventActivityCancelRequested {
+	switch kind {
+	case EventActivityCancelRequested:
 		e.res.CancelledActivities = append(e.res.CancelledActivities,
 			ScheduledActivityIdentifier{Instance: e.t.Instance, ExecutionID: e.t.ExecutionID, ActivityID: f.id})
+	case EventSubOrchestrationCancelRequested:
+		e.res.OrchestratorItems = append(e.res.OrchestratorItems,
+			WorkItem{Kind: WorkCancelInstance, Instance: f.child, Reason: "parent canceled"})
 	}
 }
 
@@ -381,12 +520,10 @@ func (e *engine) complete(output string, err error) {
 	case errors.As(err, &can):
 		e.decide(Event{Kind: EventOrchestrationContinuedAsNew, Input: can.input})
 		e.res.Status, e.res.Output = StatusContinuedAsNew, can.input
-		version := can.version
-		if version == "" {
-			version = e.res.Version
-		}
 		e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkContinueAsNew, Instance: e.t.Instance,
-			Name: e.res.Name, Version: version, Input: can.input, ParentInstance: e.res.ParentInstance, ParentID: e.res.ParentID})
+			Name: e.res.Name, Version: can.version, Input: can.input,
+			ParentInstance: e.res.ParentInstance, ParentID: e.res.ParentID, ParentExecutionID: e.res.ParentExecutionID,
+			CarryForward: e.carryForward(), InitialCustomStatus: e.custom})
 	default:
 		e.fail(&ErrorDetails{Kind: ErrorApplication, AppKind: AppOrchestrationFailed, Message: err.Error()})
 	}
@@ -395,9 +532,30 @@ func (e *engine) complete(output string, err error) {
 	}
 }
 
+// carryForward lists the queue messages nobody consumed, oldest first by queue name
+// then arrival, keeping the newest MaxCarryForward.
+func (e *engine) carryForward() []NameData {
+	names := make([]string, 0, len(e.queued))
+	for name := range e.queued {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []NameData
+	for _, name := range names {
+		for _, data := range e.queued[name] {
+			out = append(out, NameData{Name: name, Data: data})
+		}
+	}
+	if len(out) > MaxCarryForward {
+		e.log.Warn("dropping the oldest queue messages carried into the next execution", "dropped", len(out)-MaxCarryForward)
+		out = out[len(out)-MaxCarryForward:]
+	}
+	return out
+}
+
 // finish turns the turn's new events into work items and fills in the result.
 func (e *engine) finish() TurnResult {
-	if e.failure != nil && e.res.Status == StatusRunning {
+	if e.failure != nil && e.res.Status == StatusRunning && len(e.events) > 0 {
 		e.cancelAll()
 		e.appendEvent(Event{Kind: EventOrchestrationFailed, Details: e.failure})
 		e.res.Status, e.res.Failure, e.res.Output = StatusFailed, e.failure, e.failure.DisplayMessage()
@@ -412,16 +570,32 @@ func (e *engine) finish() TurnResult {
 		case EventTimerCreated:
 			e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkTimerFired, Instance: e.t.Instance,
 				ExecutionID: e.t.ExecutionID, ID: ev.EventID, FireAtMs: ev.FireAtMs})
+		case EventSubOrchestrationScheduled:
+			e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkStartOrchestration, Instance: ev.Instance,
+				ExecutionID: InitialExecutionID, Name: ev.Name, Version: ev.Version, Input: ev.Input,
+				ParentInstance: e.t.Instance, ParentID: ev.EventID, ParentExecutionID: e.t.ExecutionID})
+		case EventOrchestrationChained:
+			e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkStartOrchestration, Instance: ev.Instance,
+				ExecutionID: InitialExecutionID, Name: ev.Name, Version: ev.Version, Input: ev.Input})
 		case EventCustomStatusUpdated:
 			status := ev.Status
 			e.res.CustomStatus = &status
 		}
+	}
+	if e.res.ParentInstance != "" && (e.res.Status == StatusCompleted || e.res.Status == StatusFailed) {
+		reply := WorkItem{Kind: WorkSubOrchCompleted, Instance: e.t.Instance, ParentInstance: e.res.ParentInstance,
+			ParentID: e.res.ParentID, ParentExecutionID: e.res.ParentExecutionID, Result: e.res.Output}
+		if e.res.Status == StatusFailed {
+			reply.Kind, reply.Result, reply.Details = WorkSubOrchFailed, "", e.res.Failure
+		}
+		e.res.OrchestratorItems = append(e.res.OrchestratorItems, reply)
 	}
 	return e.res
 }
 
 // ActivityError is the error a failed activity's future returns.
 type ActivityError struct {
+	Name    string
 	Details *ErrorDetails
 }
 
@@ -429,5 +603,15 @@ func (e *ActivityError) Error() string {
 	if e.Details == nil {
 		return "activity failed"
 	}
-	return "activity failed: " + e.Details.DisplayMessage()
+	return "activity " + e.Name + " failed: " + e.Details.DisplayMessage()
+}
+
+// SubOrchestrationError is the error a failed sub-orchestration's future returns.
+type SubOrchestrationError struct {
+	Instance string
+	Details  *ErrorDetails
+}
+
+func (e *SubOrchestrationError) Error() string {
+	return "sub-orchestration " + e.Instance + " failed: " + e.Details.DisplayMessage()
 }

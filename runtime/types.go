@@ -171,6 +171,7 @@ const (
 // Sub-kinds of ErrorDetails.
 const (
 	ConfigNondeterminism = "Nondeterminism"
+	ConfigLimitExceeded  = "LimitExceeded"
 
 	AppActivityFailed      = "ActivityFailed"
 	AppOrchestrationFailed = "OrchestrationFailed"

@@ -1,0 +1,253 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/duroq/duroq/runtime"
+)
+
+// RuntimeFactory makes providers for TestRuntime.
+type RuntimeFactory struct {
+	// New returns a new, empty provider; the suite closes it.
+	New func(t *testing.T) runtime.Provider
+	// NewStore and Open, when both are set, make the crash-recovery cases possible:
+	// NewStore creates an empty durable store and returns its location (a string a
+	// child process can open), Open opens a provider on a location. Without them
+	// those cases skip, saying so.
+	NewStore func(t *testing.T) string
+	Open     func(location string) (runtime.Provider, error)
+}
+
+// runtimeCase is one end-to-end scenario.
+type runtimeCase struct {
+	name string
+	run  func(t *testing.T, e renv)
+}
+
+// runtimeGroup is one file's scenarios.
+type runtimeGroup struct {
+	name  string
+	cases []runtimeCase
+}
+
+// runtimeGroups lists every scenario group; each file appends its group in an init
+// function so files stay independent.
+var runtimeGroups []runtimeGroup
+
+func registerRuntimeGroup(g runtimeGroup) { runtimeGroups = append(runtimeGroups, g) }
+
+// TestRuntime runs end-to-end orchestrations through the real runtime (dispatchers,
+// client, registry) on the providers f makes: one subtest per scenario, named
+// Group/Case, each on a fresh provider. The scenarios port duroxide's e2e samples
+// and runtime tests: activities, timers, events, queues, sub-orchestrations,
+// continue-as-new, cancellation, versioning, sessions, tags, KV, custom status,
+// retries, poison, nondeterminism, crash recovery and a 1,000-way fan-out.
+func TestRuntime(t *testing.T, f RuntimeFactory) {
+	t.Helper()
+	if f.New == nil {
+		t.Fatal("conformance: RuntimeFactory.New is nil")
+	}
+	if child := crashChild(); child != "" {
+		runCrashChild(t, f, child)
+		return
+	}
+	e := renv{f: f}
+	for _, g := range runtimeGroups {
+		t.Run(g.name, func(t *testing.T) {
+			for _, c := range g.cases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					c.run(t, e)
+				})
+			}
+		})
+	}
+}
+
+// renv gives scenarios the factory and shared helpers.
+type renv struct{ f RuntimeFactory }
+
+// rig is one provider with the runtimes and client of a scenario.
+type rig struct {
+	t *testing.T
+	P runtime.Provider
+	C *runtime.Client
+}
+
+// rig makes a fresh provider (closed when the test ends).
+func (e renv) rig(t *testing.T) *rig {
+	t.Helper()
+	p := e.f.New(t)
+	t.Cleanup(func() { _ = p.Close() })
+	return &rig{t: t, P: p, C: runtime.NewClient(p)}
+}
+
+// fastOptions are runtime options for tests: short polls and backoffs so scenarios
+// finish quickly, the rest at the defaults.
+func fastOptions() runtime.Options {
+	return runtime.Options{PollTimeout: 200 * time.Millisecond, MinPollInterval: 5 * time.Millisecond,
+		UnregisteredBackoff: 20 * time.Millisecond, DrainTimeout: 2 * time.Second, ActivityCancellationGrace: 2 * time.Second}
+}
+
+// start runs a runtime over the rig's provider until the test ends (or stop).
+func (r *rig) start(reg *runtime.Registry, opts runtime.Options) *running {
+	r.t.Helper()
+	rt, err := runtime.New(r.P, reg, opts)
+	if err != nil {
+		r.t.Fatalf("runtime.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	h := &running{rt: rt, cancel: cancel, done: done}
+	r.t.Cleanup(h.stop)
+	return h
+}
+
+// running is a started runtime.
+type running struct {
+	rt     *runtime.Runtime
+	cancel context.CancelFunc
+	done   chan error
+	err    error
+	closed bool
+}
+
+// stop shuts the runtime down and waits for Run to return.
+func (h *running) stop() {
+	if h.closed {
+		return
+	}
+	h.closed = true
+	h.cancel()
+	h.err = <-h.done
+}
+
+// startFast runs reg on a runtime with fastOptions adjusted by tune.
+func (r *rig) startFast(reg *runtime.Registry, tune ...func(*runtime.Options)) *running {
+	o := fastOptions()
+	for _, f := range tune {
+		f(&o)
+	}
+	return r.start(reg, o)
+}
+
+// waitTimeout bounds every wait of the suite.
+const waitTimeout = 60 * time.Second
+
+// wait waits for instance to end and returns its status.
+func (r *rig) wait(instance string) runtime.OrchestrationStatus {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	st, err := r.C.WaitForOrchestration(ctx, instance)
+	if err != nil {
+		r.t.Fatalf("wait for %s: %v (last status %+v)", instance, err, st)
+	}
+	return st
+}
+
+// startOrch starts instance and fails the test on error.
+func (r *rig) startOrch(instance, name, input string) {
+	r.t.Helper()
+	if err := r.C.StartOrchestration(context.Background(), instance, name, input); err != nil {
+		r.t.Fatalf("start %s: %v", instance, err)
+	}
+}
+
+// run starts instance and waits for it to end.
+func (r *rig) run(instance, name, input string) runtime.OrchestrationStatus {
+	r.t.Helper()
+	r.startOrch(instance, name, input)
+	return r.wait(instance)
+}
+
+// completed asserts that st completed with output want.
+func completed(t *testing.T, st runtime.OrchestrationStatus, want string) {
+	t.Helper()
+	if st.State != runtime.StateCompleted || st.Output != want {
+		t.Fatalf("status %s output %q failure %s, want Completed with %q", st.State, st.Output, st.Failure.DisplayMessage(), want)
+	}
+}
+
+// failed asserts that st failed and returns its details.
+func failed(t *testing.T, st runtime.OrchestrationStatus) *runtime.ErrorDetails {
+	t.Helper()
+	if st.State != runtime.StateFailed || st.Failure == nil {
+		t.Fatalf("status %s output %q, want Failed", st.State, st.Output)
+	}
+	return st.Failure
+}
+
+// registry builds a registry, failing the test on a registration error.
+type registry struct {
+	t *testing.T
+	*runtime.Registry
+}
+
+func newRegistry(t *testing.T) registry { return registry{t: t, Registry: runtime.NewRegistry()} }
+
+func (r registry) act(name string, fn runtime.Activity) registry {
+	r.t.Helper()
+	if err := r.RegisterActivity(name, fn); err != nil {
+		r.t.Fatal(err)
+	}
+	return r
+}
+
+func (r registry) orch(name string, fn runtime.Orchestration) registry {
+	r.t.Helper()
+	if err := r.RegisterOrchestration(name, fn); err != nil {
+		r.t.Fatal(err)
+	}
+	return r
+}
+
+func (r registry) orchV(name, version string, fn runtime.Orchestration) registry {
+	r.t.Helper()
+	if err := r.RegisterOrchestrationVersion(name, version, fn); err != nil {
+		r.t.Fatal(err)
+	}
+	return r
+}
+
+// echo is an activity returning its input.
+func echo(_ *runtime.ActivityContext, in string) (string, error) { return in, nil }
+
+// history reads instance's latest execution history.
+func (r *rig) history(instance string) []runtime.Event {
+	r.t.Helper()
+	evs, err := r.P.Read(context.Background(), instance)
+	if err != nil {
+		r.t.Fatalf("read %s: %v", instance, err)
+	}
+	return evs
+}
+
+// countKind counts the events of kind k.
+func countKind(evs []runtime.Event, k runtime.EventKind) int {
+	n := 0
+	for _, e := range evs {
+		if e.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// eventually polls cond until it holds or the wait times out.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var errBoom = errors.New("boom")

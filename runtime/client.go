@@ -1,0 +1,304 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// State is the coarse state of an orchestration instance.
+type State string
+
+// Instance states as clients see them (a continued-as-new instance is Running).
+const (
+	StateNotFound  State = "NotFound"
+	StateRunning   State = "Running"
+	StateCompleted State = "Completed"
+	StateFailed    State = "Failed"
+)
+
+// OrchestrationStatus is what a client sees of an instance.
+type OrchestrationStatus struct {
+	State       State
+	Name        string
+	Version     string
+	ExecutionID uint64
+	// Output is the result of a Completed instance.
+	Output string
+	// Failure describes why a Failed instance failed.
+	Failure *ErrorDetails
+	// CustomStatus is the last status the orchestration published (nil: none);
+	// CustomStatusVersion counts its changes (for WaitForStatusChange).
+	CustomStatus        *string
+	CustomStatusVersion uint64
+}
+
+// Terminal reports whether the instance has ended.
+func (s OrchestrationStatus) Terminal() bool { return s.State == StateCompleted || s.State == StateFailed }
+
+// ErrManagementUnavailable is returned by Client.Admin for providers without the
+// management API.
+var ErrManagementUnavailable = errors.New("runtime: provider has no management API")
+
+// Client starts, signals, inspects and manages orchestrations through a Provider.
+// It is safe for concurrent use and needs no running Runtime in its process.
+type Client struct {
+	p      Provider
+	notify *completions // set for a runtime's own client: wakes waiters without polling
+}
+
+// NewClient returns a client over p.
+func NewClient(p Provider) *Client { return &Client{p: p} }
+
+func checkInstance(op, instance string) error {
+	if instance == "" {
+		return fmt.Errorf("%s: %w: empty instance id", op, ErrInvalid)
+	}
+	return nil
+}
+
+// StartOrchestration starts instance running orchestration name with input, at the
+// version the registry's policy picks. Starting an instance that exists changes
+// nothing, so a retried start is safe.
+func (c *Client) StartOrchestration(ctx context.Context, instance, name, input string) error {
+	return c.StartOrchestrationVersioned(ctx, instance, name, "", input)
+}
+
+// StartOrchestrationVersioned is StartOrchestration at an explicit version.
+func (c *Client) StartOrchestrationVersioned(ctx context.Context, instance, name, version, input string) error {
+	const op = "start orchestration"
+	if err := checkInstance(op, instance); err != nil {
+		return err
+	}
+	if name == "" {
+		return fmt.Errorf("%s %s: %w: empty orchestration name", op, instance, ErrInvalid)
+	}
+	return c.enqueue(ctx, op, WorkItem{Kind: WorkStartOrchestration, Instance: instance, ExecutionID: InitialExecutionID,
+		Name: name, Version: version, Input: input})
+}
+
+// RaiseEvent delivers an external event to the instance's next WaitForEvent(name);
+// with nobody waiting it is dropped.
+func (c *Client) RaiseEvent(ctx context.Context, instance, name, data string) error {
+	const op = "raise event"
+	if err := checkInstance(op, instance); err != nil {
+		return err
+	}
+	return c.enqueue(ctx, op, WorkItem{Kind: WorkExternalRaised, Instance: instance, Name: name, Data: data})
+}
+
+// EnqueueEvent appends data to the instance's persistent queue called queue
+// (Context.DequeueEvent). Messages for an instance that does not exist are dropped.
+func (c *Client) EnqueueEvent(ctx context.Context, instance, queue, data string) error {
+	const op = "enqueue event"
+	if err := checkInstance(op, instance); err != nil {
+		return err
+	}
+	return c.enqueue(ctx, op, WorkItem{Kind: WorkQueueMessage, Instance: instance, Name: queue, Data: data})
+}
+
+// CancelInstance asks the instance to end: it fails with a Cancelled error, cancels
+// its activities and cancels its sub-orchestrations. Cancelling an ended instance
+// changes nothing.
+func (c *Client) CancelInstance(ctx context.Context, instance, reason string) error {
+	const op = "cancel instance"
+	if err := checkInstance(op, instance); err != nil {
+		return err
+	}
+	return c.enqueue(ctx, op, WorkItem{Kind: WorkCancelInstance, Instance: instance, Reason: reason})
+}
+
+func (c *Client) enqueue(ctx context.Context, op string, item WorkItem) error {
+	if err := c.p.EnqueueForOrchestrator(ctx, item, 0); err != nil {
+		return fmt.Errorf("%s %s: %w", op, item.Instance, err)
+	}
+	return nil
+}
+
+// Status returns the instance's current status.
+func (c *Client) Status(ctx context.Context, instance string) (OrchestrationStatus, error) {
+	const op = "orchestration status"
+	if err := checkInstance(op, instance); err != nil {
+		return OrchestrationStatus{}, err
+	}
+	events, err := c.p.Read(ctx, instance)
+	if err != nil {
+		return OrchestrationStatus{}, fmt.Errorf("%s %s: %w", op, instance, err)
+	}
+	st := OrchestrationStatus{State: StateNotFound}
+	if len(events) == 0 {
+		return st, nil
+	}
+	st.State, st.ExecutionID = StateRunning, events[0].ExecutionID
+	if s := events[0]; s.Kind == EventOrchestrationStarted {
+		st.Name, st.Version = s.Name, s.Version
+	}
+	switch last := events[len(events)-1]; last.Kind {
+	case EventOrchestrationCompleted:
+		st.State, st.Output = StateCompleted, last.Output
+	case EventOrchestrationFailed:
+		st.State, st.Failure = StateFailed, last.Details
+	}
+	status, version, _, err := c.p.GetCustomStatus(ctx, instance, 0)
+	if err != nil {
+		return OrchestrationStatus{}, fmt.Errorf("%s %s: custom status: %w", op, instance, err)
+	}
+	st.CustomStatus, st.CustomStatusVersion = status, version
+	return st, nil
+}
+
+// WaitForOrchestration waits until the instance completes or fails (or ctx ends)
+// and returns its final status.
+func (c *Client) WaitForOrchestration(ctx context.Context, instance string) (OrchestrationStatus, error) {
+	return c.waitUntil(ctx, instance, "wait for orchestration", func(st OrchestrationStatus) (bool, error) {
+		return st.Terminal(), nil
+	})
+}
+
+// WaitForStatusChange waits until the instance's custom status version moves past
+// lastSeen or the instance ends, and returns its status.
+func (c *Client) WaitForStatusChange(ctx context.Context, instance string, lastSeen uint64) (OrchestrationStatus, error) {
+	const op = "wait for status change"
+	return c.waitUntil(ctx, instance, op, func(OrchestrationStatus) (bool, error) {
+		_, _, changed, err := c.p.GetCustomStatus(ctx, instance, lastSeen)
+		return changed, err
+	})
+}
+
+// waitUntil polls the status (5 ms doubling to 100 ms, or at once when this
+// process's runtime ends an execution) until ready says so.
+func (c *Client) waitUntil(ctx context.Context, instance, op string, ready func(OrchestrationStatus) (bool, error)) (OrchestrationStatus, error) {
+	if err := checkInstance(op, instance); err != nil {
+		return OrchestrationStatus{}, err
+	}
+	var wake <-chan struct{}
+	if c.notify != nil {
+		var release func()
+		wake, release = c.notify.watch(instance)
+		defer release()
+	}
+	delay := 5 * time.Millisecond
+	for {
+		st, err := c.Status(ctx, instance)
+		if err != nil {
+			return st, err
+		}
+		done := st.Terminal()
+		if !done {
+			if done, err = ready(st); err != nil {
+				return st, fmt.Errorf("%s %s: %w", op, instance, err)
+			}
+			if done {
+				st, err = c.Status(ctx, instance)
+			}
+		}
+		if done || err != nil {
+			return st, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return st, fmt.Errorf("%s %s: %w", op, instance, ctx.Err())
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// KV returns key of the instance's KV state (ok is false when unset).
+func (c *Client) KV(ctx context.Context, instance, key string) (string, bool, error) {
+	v, ok, err := c.p.GetKVValue(ctx, instance, key)
+	if err != nil {
+		return "", false, fmt.Errorf("kv get %s/%s: %w", instance, key, err)
+	}
+	return v, ok, nil
+}
+
+// KVAll returns the instance's whole KV state.
+func (c *Client) KVAll(ctx context.Context, instance string) (map[string]string, error) {
+	m, err := c.p.GetKVAllValues(ctx, instance)
+	if err != nil {
+		return nil, fmt.Errorf("kv get all %s: %w", instance, err)
+	}
+	return m, nil
+}
+
+// WaitForKV waits until key is set in the instance's KV state and returns it.
+func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, error) {
+	delay := 5 * time.Millisecond
+	for {
+		v, ok, err := c.KV(ctx, instance, key)
+		if err != nil || ok {
+			return v, err
+		}
+		if !sleep(ctx, delay) {
+			return "", fmt.Errorf("wait for kv %s/%s: %w", instance, key, ctx.Err())
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// Stats describes the instance's size (nil for an unknown instance).
+func (c *Client) Stats(ctx context.Context, instance string) (*SystemStats, error) {
+	s, err := c.p.GetInstanceStats(ctx, instance)
+	if err != nil {
+		return nil, fmt.Errorf("instance stats %s: %w", instance, err)
+	}
+	return s, nil
+}
+
+// Admin returns the provider's management API: listing, inspection, deletion and
+// pruning of instances.
+func (c *Client) Admin() (ProviderAdmin, error) {
+	if m, ok := c.p.(ManagedProvider); ok {
+		return m.Management(), nil
+	}
+	return nil, ErrManagementUnavailable
+}
+
+// completions wakes waiters of instances whose executions this process ended.
+type completions struct {
+	mu      sync.Mutex
+	waiters map[string][]chan struct{}
+}
+
+func newCompletions() *completions { return &completions{waiters: map[string][]chan struct{}{}} }
+
+func (c *completions) watch(instance string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	c.mu.Lock()
+	c.waiters[instance] = append(c.waiters[instance], ch)
+	c.mu.Unlock()
+	return ch, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		ws := c.waiters[instance]
+		for i, w := range ws {
+			if w == ch {
+				ws = append(ws[:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(c.waiters, instance)
+		} else {
+			c.waiters[instance] = ws
+		}
+	}
+}
+
+func (c *completions) done(instance string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range c.waiters[instance] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

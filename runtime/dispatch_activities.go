@@ -1,0 +1,274 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ActivityContext is an activity's context: a context.Context cancelled when the
+// activity is given up (the orchestration cancelled it or ended, its lock was lost)
+// or the runtime stops, plus what the activity runs for.
+type ActivityContext struct {
+	context.Context
+	item    *WorkItem
+	attempt uint32
+	worker  string
+	client  *Client
+	log     *slog.Logger
+}
+
+// InstanceID and ExecutionID name the orchestration execution that scheduled the
+// activity; ActivityID is its scheduling event's id.
+func (a *ActivityContext) InstanceID() string  { return a.item.Instance }
+func (a *ActivityContext) ExecutionID() uint64 { return a.item.ExecutionID }
+func (a *ActivityContext) ActivityID() uint64  { return a.item.ID }
+
+// Name is the activity's name; SessionID and Tag are its routing ("" when none).
+func (a *ActivityContext) Name() string      { return a.item.Name }
+func (a *ActivityContext) SessionID() string { return a.item.SessionID }
+func (a *ActivityContext) Tag() string       { return a.item.Tag }
+
+// Attempt counts the deliveries of this schedule (1 on the first run; more after a
+// crash or a lost lock).
+func (a *ActivityContext) Attempt() uint32 { return a.attempt }
+
+// WorkerID is the node id of the runtime running the activity.
+func (a *ActivityContext) WorkerID() string { return a.worker }
+
+// Client is a client over the runtime's provider, for activities that start or
+// signal orchestrations.
+func (a *ActivityContext) Client() *Client { return a.client }
+
+// Logger logs with the activity's identity attached.
+func (a *ActivityContext) Logger() *slog.Logger { return a.log }
+
+// workerLoop fetches activities and runs them until fetchCtx ends.
+func (r *Runtime) workerLoop(fetchCtx, workCtx context.Context) {
+	failures := 0
+	for fetchCtx.Err() == nil {
+		began := time.Now()
+		opts := WorkFetchOptions{LockTimeout: r.opts.WorkerLockTimeout, PollTimeout: r.opts.PollTimeout, Tags: r.opts.WorkerTags}
+		if r.sessions.live(r.opts.SessionIdleTimeout) < r.opts.MaxSessionsPerRuntime {
+			opts.Session = &SessionFetchConfig{OwnerID: r.opts.WorkerNodeID, LockTimeout: r.opts.SessionLockTimeout}
+		}
+		lease, err := r.p.FetchWorkItem(fetchCtx, opts)
+		switch {
+		case fetchCtx.Err() != nil:
+			if lease != nil {
+				_ = r.p.AbandonWorkItem(workCtx, lease.LockToken, 0, true)
+			}
+			return
+		case err != nil:
+			failures++
+			r.log.Warn("fetch work item", "err", err)
+			sleep(fetchCtx, fetchBackoff(err, failures))
+			continue
+		case lease == nil:
+			failures = 0
+			r.pollPause(fetchCtx, began)
+			continue
+		}
+		failures = 0
+		r.runActivity(workCtx, lease)
+	}
+}
+
+// runActivity executes one leased activity and commits its completion.
+func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease) {
+	item := &lease.Item
+	log := r.log.With("instance", item.Instance, "execution", item.ExecutionID, "activity", item.Name, "activity_id", item.ID)
+	if item.SessionID != "" {
+		r.sessions.touch(item.SessionID)
+	}
+	if lease.AttemptCount > r.opts.MaxAttempts {
+		d := &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonActivity, Instance: item.Instance, ExecutionID: item.ExecutionID,
+			ActivityName: item.Name, ActivityID: item.ID, AttemptCount: lease.AttemptCount, MaxAttempts: r.opts.MaxAttempts}
+		log.Warn("poison activity", "attempts", lease.AttemptCount)
+		r.complete(ctx, lease, failedItem(item, d), log)
+		return
+	}
+	fn := r.activity(item.Name)
+	if fn == nil {
+		delay := r.unregisteredDelay(lease.AttemptCount)
+		log.Warn("activity not registered here; offered again later", "delay", delay)
+		if err := r.p.AbandonWorkItem(ctx, lease.LockToken, delay, false); err != nil {
+			log.Warn("abandon work item", "err", err)
+		}
+		return
+	}
+
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var lostMu sync.Mutex
+	var lost error
+	stopRenew := renewLock(ctx, renewEvery(r.opts.WorkerLockTimeout, r.opts.LockRenewalBuffer),
+		func(ctx context.Context) error { return r.p.RenewWorkItemLock(ctx, lease.LockToken, r.opts.WorkerLockTimeout) },
+		func(err error) {
+			lostMu.Lock()
+			lost = err
+			lostMu.Unlock()
+			cancel() // cancelled by its orchestration, or the instance ended
+		})
+	defer stopRenew()
+
+	type outcome struct {
+		result string
+		err    error
+	}
+	out := make(chan outcome, 1)
+	ac := &ActivityContext{Context: actx, item: item, attempt: lease.AttemptCount, worker: r.opts.WorkerNodeID,
+		client: r.Client(), log: log}
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				out <- outcome{err: fmt.Errorf("activity panicked: %v", p)}
+			}
+		}()
+		res, err := fn(ac, item.Input)
+		out <- outcome{res, err}
+	}()
+
+	var o outcome
+	select {
+	case o = <-out:
+	case <-actx.Done():
+		select {
+		case o = <-out:
+		case <-time.After(r.opts.ActivityCancellationGrace):
+			log.Warn("cancelled activity did not return within the grace period; abandoned", "grace", r.opts.ActivityCancellationGrace)
+			return
+		}
+	}
+	stopRenew()
+	lostMu.Lock()
+	gone := lost
+	lostMu.Unlock()
+	if gone != nil {
+		log.Info("activity cancelled; its result is dropped", "reason", gone)
+		return
+	}
+	if ctx.Err() != nil && o.err != nil {
+		// Stopped by shutdown: let another runtime run it again.
+		_ = r.p.AbandonWorkItem(context.WithoutCancel(ctx), lease.LockToken, 0, true)
+		return
+	}
+	completion := &WorkItem{Kind: WorkActivityCompleted, Instance: item.Instance, ExecutionID: item.ExecutionID, ID: item.ID, Result: o.result}
+	if o.err != nil {
+		completion = failedItem(item, &ErrorDetails{Kind: ErrorApplication, AppKind: AppActivityFailed, Message: o.err.Error()})
+	}
+	r.complete(ctx, lease, completion, log)
+}
+
+func failedItem(item *WorkItem, d *ErrorDetails) *WorkItem {
+	return &WorkItem{Kind: WorkActivityFailed, Instance: item.Instance, ExecutionID: item.ExecutionID, ID: item.ID, Details: d}
+}
+
+// complete acks an activity with its completion; a failed ack abandons the item so
+// it runs again soon instead of waiting for its lock to expire.
+func (r *Runtime) complete(ctx context.Context, lease *WorkItemLease, completion *WorkItem, log *slog.Logger) {
+	ctx = context.WithoutCancel(ctx)
+	err := r.p.AckWorkItem(ctx, lease.LockToken, completion)
+	for attempt := 0; err != nil && IsRetryable(err) && attempt < 4; attempt++ {
+		time.Sleep(10 * time.Millisecond << attempt)
+		err = r.p.AckWorkItem(ctx, lease.LockToken, completion)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrLockLost):
+		log.Info("activity result dropped: its item was cancelled or re-leased", "err", err)
+	default:
+		log.Warn("ack work item failed; the activity will run again", "err", err)
+		_ = r.p.AbandonWorkItem(ctx, lease.LockToken, 100*time.Millisecond, false)
+	}
+}
+
+// activity returns the code of activity name, built-ins included (nil: unknown).
+func (r *Runtime) activity(name string) Activity {
+	if name == SysKVGet {
+		return r.kvGet
+	}
+	return r.reg.activities[name]
+}
+
+// kvGet is the built-in behind Context.KVFromInstance: "1"+value, or "0" when unset.
+func (r *Runtime) kvGet(ctx *ActivityContext, input string) (string, error) {
+	instance, key, err := decodeKVGet(input)
+	if err != nil {
+		return "", err
+	}
+	v, ok, err := r.p.GetKVValue(ctx, instance, key)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok:
+		return "0", nil
+	}
+	return "1" + v, nil
+}
+
+// encodeKVGet packs the arguments of SysKVGet: the instance's length, ':', the
+// instance, the key.
+func encodeKVGet(instance, key string) string {
+	return strconv.Itoa(len(instance)) + ":" + instance + key
+}
+
+func decodeKVGet(s string) (instance, key string, err error) {
+	n, rest, ok := strings.Cut(s, ":")
+	size, convErr := strconv.Atoi(n)
+	if !ok || convErr != nil || size < 0 || size > len(rest) {
+		return "", "", fmt.Errorf("%w: %s input %q", ErrInvalid, SysKVGet, s)
+	}
+	return rest[:size], rest[size:], nil
+}
+
+// sessionTracker counts the sessions this runtime served recently, to cap them.
+type sessionTracker struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func (s *sessionTracker) touch(id string) {
+	s.mu.Lock()
+	s.seen[id] = time.Now()
+	s.mu.Unlock()
+}
+
+// live counts sessions active within idle, forgetting older ones.
+func (s *sessionTracker) live(idle time.Duration) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, at := range s.seen {
+		if time.Since(at) > idle {
+			delete(s.seen, id)
+		}
+	}
+	return len(s.seen)
+}
+
+// sessionManager renews this node's sessions and sweeps lapsed ones until ctx ends.
+func (r *Runtime) sessionManager(ctx context.Context) {
+	renew := time.NewTicker(renewEvery(r.opts.SessionLockTimeout, r.opts.LockRenewalBuffer))
+	defer renew.Stop()
+	sweep := time.NewTicker(r.opts.SessionCleanupInterval)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C:
+			if _, err := r.p.RenewSessionLock(ctx, []string{r.opts.WorkerNodeID}, r.opts.SessionLockTimeout, r.opts.SessionIdleTimeout); err != nil && ctx.Err() == nil {
+				r.log.Warn("renew sessions", "err", err)
+			}
+		case <-sweep.C:
+			if _, err := r.p.CleanupOrphanedSessions(ctx, r.opts.SessionIdleTimeout); err != nil && ctx.Err() == nil {
+				r.log.Warn("clean up sessions", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// orchestrationLoop fetches instances and runs their turns until fetchCtx ends.
+func (r *Runtime) orchestrationLoop(fetchCtx, workCtx context.Context) {
+	failures := 0
+	for fetchCtx.Err() == nil {
+		began := time.Now()
+		item, err := r.p.FetchOrchestrationItem(fetchCtx, FetchOptions{LockTimeout: r.opts.OrchestratorLockTimeout,
+			PollTimeout: r.opts.PollTimeout, Filter: r.opts.SupportedVersions})
+		switch {
+		case fetchCtx.Err() != nil:
+			if item != nil {
+				_ = r.p.AbandonOrchestrationItem(workCtx, item.LockToken, 0, true)
+			}
+			return
+		case err != nil:
+			failures++
+			r.log.Warn("fetch orchestration item", "err", err)
+			sleep(fetchCtx, fetchBackoff(err, failures))
+			continue
+		case item == nil:
+			failures = 0
+			r.pollPause(fetchCtx, began)
+			continue
+		}
+		failures = 0
+		r.runTurn(workCtx, item)
+	}
+}
+
+// runTurn processes one locked item: decide how to run it, replay, and commit.
+func (r *Runtime) runTurn(ctx context.Context, item *OrchestrationItem) {
+	stopRenew := renewLock(ctx, renewEvery(r.opts.OrchestratorLockTimeout, r.opts.LockRenewalBuffer),
+		func(ctx context.Context) error {
+			return r.p.RenewOrchestrationItemLock(ctx, item.LockToken, r.opts.OrchestratorLockTimeout)
+		},
+		func(err error) { r.log.Warn("orchestration lock lost during a turn", "instance", item.Instance, "err", err) })
+	defer stopRenew()
+
+	ack, delay, err := r.decideTurn(item)
+	if err != nil {
+		r.log.Warn("orchestration turn postponed", "instance", item.Instance, "reason", err, "delay", delay)
+		if err := r.p.AbandonOrchestrationItem(ctx, item.LockToken, delay, false); err != nil {
+			r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
+		}
+		return
+	}
+	r.commit(ctx, item, ack)
+}
+
+// errPostpone marks turns that cannot run here now (the item is abandoned).
+var errPostpone = errors.New("postponed")
+
+// decideTurn computes the ack of a turn, or an error and a delay when the item must be
+// offered again later.
+func (r *Runtime) decideTurn(item *OrchestrationItem) (ack OrchestrationAck, delay time.Duration, err error) {
+	poisoned := item.AttemptCount > r.opts.MaxAttempts
+	if item.HistoryError != "" {
+		if !poisoned {
+			return ack, time.Second, fmt.Errorf("%w: history of %s cannot be read: %s", errPostpone, item.Instance, item.HistoryError)
+		}
+		// Nothing can be appended to a history nobody can read: end it in metadata.
+		d := &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonFailedDeserialization, Instance: item.Instance,
+			ExecutionID: item.ExecutionID, Error: item.HistoryError, AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts}
+		status, out := StatusFailed, d.DisplayMessage()
+		return OrchestrationAck{ExecutionID: item.ExecutionID, Metadata: ExecutionMetadata{Status: &status, Output: &out}}, 0, nil
+	}
+
+	turn := Turn{Instance: item.Instance, ExecutionID: item.ExecutionID, History: item.History, Messages: item.Messages,
+		KVSnapshot: item.KVSnapshot, Now: r.opts.Now(), RuntimeVersion: r.opts.RuntimeVersion, Logger: r.log}
+	if n := len(item.History); n > 0 && item.History[n-1].Kind == EventOrchestrationContinuedAsNew && hasKind(item.Messages, WorkContinueAsNew) {
+		// The successor execution starts with a fresh history; the store's KV
+		// snapshot already holds what the ended execution wrote.
+		turn.ExecutionID, turn.History = item.ExecutionID+1, nil
+	}
+
+	var fn Orchestration
+	if len(turn.History) > 0 {
+		s := &turn.History[0]
+		if s.RuntimeVersion != "" && !r.accepts(s.RuntimeVersion) {
+			return ack, time.Second, fmt.Errorf("%w: execution pinned to %s, outside this runtime's capability", errPostpone, s.RuntimeVersion)
+		}
+		var ok bool
+		if fn, ok = r.reg.orchestration(s.Name, s.Version); !ok && !poisoned && !turn.History[len(turn.History)-1].IsTerminal() {
+			return ack, r.unregisteredDelay(item.AttemptCount),
+				fmt.Errorf("%w: orchestration %s version %s is not registered here", errPostpone, s.Name, s.Version)
+		}
+	} else if i := firstStart(turn.Messages); i >= 0 {
+		// A new execution: pick its version now, so history records it.
+		m := turn.Messages
+		turn.Messages = append([]WorkItem(nil), m...)
+		version, ok := r.reg.resolveVersion(m[i].Name, m[i].Version)
+		if ok {
+			turn.Messages[i].Version = version
+			fn, _ = r.reg.orchestration(m[i].Name, version)
+		} else if !poisoned {
+			return ack, r.unregisteredDelay(item.AttemptCount),
+				fmt.Errorf("%w: orchestration %s version %q is not registered here", errPostpone, m[i].Name, m[i].Version)
+		} else if turn.Messages[i].Version == "" {
+			turn.Messages[i].Version = DefaultVersion
+		}
+	}
+	if poisoned {
+		turn.Poison = &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonOrchestration, Instance: item.Instance,
+			ExecutionID: turn.ExecutionID, AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts}
+	}
+	if fn == nil {
+		fn = func(*Context, string) (string, error) { return "", errors.New("no code") } // ended, poisoned or not started: never run
+	}
+
+	res := RunTurn(turn, fn)
+	ack = OrchestrationAck{ExecutionID: turn.ExecutionID, HistoryDelta: res.NewEvents, WorkerItems: res.WorkerItems,
+		OrchestratorItems: res.OrchestratorItems, CancelledActivities: res.CancelledActivities}
+	if len(turn.History) == 0 && len(res.NewEvents) > 0 {
+		pin, _ := ParseSemVer(r.opts.RuntimeVersion)
+		ack.Metadata = ExecutionMetadata{OrchestrationName: &res.Name, OrchestrationVersion: &res.Version,
+			ParentInstanceID: &res.ParentInstance, PinnedVersion: &pin}
+	}
+	if res.Status != StatusRunning {
+		ack.Metadata.Status, ack.Metadata.Output = &res.Status, &res.Output
+	}
+	return ack, 0, nil
+}
+
+// accepts reports whether this runtime may replay an execution pinned to version.
+func (r *Runtime) accepts(version string) bool {
+	v, err := ParseSemVer(version)
+	if err != nil {
+		return false
+	}
+	ranges := r.opts.SupportedVersions.SupportedVersions
+	for _, rg := range ranges {
+		if v.Ordinal() >= rg.Min.Ordinal() && v.Ordinal() <= rg.Max.Ordinal() {
+			return true
+		}
+	}
+	return false
+}
+
+// commit acks a turn, retrying transient failures; a turn that cannot be committed
+// is abandoned so it runs again.
+func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack OrchestrationAck) {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = r.p.AckOrchestrationItem(ctx, item.LockToken, ack); err == nil {
+			if ack.Metadata.Status != nil {
+				r.notify.done(item.Instance)
+			}
+			return
+		}
+		if !IsRetryable(err) || !sleep(ctx, 10*time.Millisecond<<attempt) {
+			break
+		}
+	}
+	r.log.Warn("ack orchestration item failed; the turn will run again", "instance", item.Instance, "err", err)
+	if errors.Is(err, ErrLockLost) {
+		return // another dispatcher owns the instance now
+	}
+	if err := r.p.AbandonOrchestrationItem(context.WithoutCancel(ctx), item.LockToken, 50*time.Millisecond, false); err != nil {
+		r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
+	}
+}
+
+func hasKind(items []WorkItem, k WorkItemKind) bool { return firstKind(items, k) >= 0 }
+
+func firstKind(items []WorkItem, k WorkItemKind) int {
+	for i := range items {
+		if items[i].Kind == k {
+			return i
+		}
+	}
+	return -1
+}
+
+// firstStart is the index of the message that starts an execution, or -1.
+func firstStart(items []WorkItem) int {
+	for i := range items {
+		if items[i].Kind == WorkStartOrchestration || items[i].Kind == WorkContinueAsNew {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,317 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Version is this runtime's version. New executions are pinned to the version of the
+// runtime that starts them, and a runtime only runs executions whose pin its
+// capability filter accepts (by default 0.0.0 up to its own version).
+const Version = "0.2.0"
+
+// Options configure a Runtime. Zero values take the documented defaults, which are
+// duroxide's unless noted.
+type Options struct {
+	// OrchestrationConcurrency is the number of orchestration turns run at once
+	// (default 2).
+	OrchestrationConcurrency int
+	// WorkerConcurrency is the number of activities run at once (default 2).
+	WorkerConcurrency int
+
+	// OrchestratorLockTimeout is how long a turn holds its instance without renewal
+	// (default 5 s); it is renewed while the turn runs.
+	OrchestratorLockTimeout time.Duration
+	// WorkerLockTimeout is how long an activity holds its item without renewal
+	// (default 30 s); it is renewed while the activity runs.
+	WorkerLockTimeout time.Duration
+	// LockRenewalBuffer is how long before expiry a lock of 15 s or more is renewed
+	// (default 5 s); shorter locks are renewed at half their timeout.
+	LockRenewalBuffer time.Duration
+
+	// PollTimeout is how long a fetch may wait for work in the provider (default
+	// 30 s); providers that wake on new work answer at once when it arrives.
+	PollTimeout time.Duration
+	// MinPollInterval is the shortest cycle of a dispatcher that found no work
+	// (default 100 ms), so providers that return at once are not spun on.
+	MinPollInterval time.Duration
+
+	// MaxAttempts is the poison threshold: a message fetched more often fails its
+	// orchestration or activity with a Poison error (default 10).
+	MaxAttempts uint32
+	// UnregisteredBackoff is the first delay before a message naming code this
+	// runtime does not have is offered again (default 1 s, doubling per attempt up
+	// to 60 s), so a newer node of a rolling deployment can take it.
+	UnregisteredBackoff time.Duration
+	// ActivityCancellationGrace is how long a cancelled activity may keep running
+	// before the worker gives up on it (default 10 s).
+	ActivityCancellationGrace time.Duration
+	// DrainTimeout is how long Run lets in-flight turns and activities finish after
+	// shutdown is requested before cancelling them (default 10 s).
+	DrainTimeout time.Duration
+
+	// RuntimeVersion is the version this runtime pins new executions to (default
+	// Version); SupportedVersions is the range of pins it runs (default 0.0.0 up to
+	// RuntimeVersion).
+	RuntimeVersion    string
+	SupportedVersions *CapabilityFilter
+
+	// WorkerTags selects the activities this runtime's workers run (default: untagged
+	// ones only).
+	WorkerTags TagFilter
+	// WorkerNodeID is the stable identity this runtime claims sessions with; set it
+	// to keep sessions across restarts (default: random per runtime).
+	WorkerNodeID string
+	// MaxSessionsPerRuntime caps the sessions this runtime serves at once (default 10).
+	MaxSessionsPerRuntime int
+	// SessionLockTimeout is the lease of a session (default 30 s), renewed while the
+	// session is active; SessionIdleTimeout ends an inactive session (default 5 min);
+	// SessionCleanupInterval is how often lapsed sessions are swept (default 5 min).
+	SessionLockTimeout     time.Duration
+	SessionIdleTimeout     time.Duration
+	SessionCleanupInterval time.Duration
+
+	// Logger receives the runtime's and the orchestrations' logs (default: none).
+	Logger *slog.Logger
+	// Now is the clock that stamps events and schedules timers (default time.Now).
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() (Options, error) {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if o.OrchestrationConcurrency <= 0 {
+		o.OrchestrationConcurrency = 2
+	}
+	if o.WorkerConcurrency <= 0 {
+		o.WorkerConcurrency = 2
+	}
+	def(&o.OrchestratorLockTimeout, 5*time.Second)
+	def(&o.WorkerLockTimeout, 30*time.Second)
+	def(&o.LockRenewalBuffer, 5*time.Second)
+	def(&o.PollTimeout, 30*time.Second)
+	def(&o.MinPollInterval, 100*time.Millisecond)
+	def(&o.UnregisteredBackoff, time.Second)
+	def(&o.ActivityCancellationGrace, 10*time.Second)
+	def(&o.DrainTimeout, 10*time.Second)
+	def(&o.SessionLockTimeout, 30*time.Second)
+	def(&o.SessionIdleTimeout, 5*time.Minute)
+	def(&o.SessionCleanupInterval, 5*time.Minute)
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 10
+	}
+	if o.MaxSessionsPerRuntime <= 0 {
+		o.MaxSessionsPerRuntime = 10
+	}
+	if o.RuntimeVersion == "" {
+		o.RuntimeVersion = Version
+	}
+	v, err := ParseSemVer(o.RuntimeVersion)
+	if err != nil {
+		return o, fmt.Errorf("%w: runtime version: %v", ErrInvalid, err)
+	}
+	if o.SupportedVersions == nil {
+		o.SupportedVersions = &CapabilityFilter{SupportedVersions: []SemVerRange{{Max: v}}}
+	}
+	if o.WorkerNodeID == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		o.WorkerNodeID = "work-" + hex.EncodeToString(b[:])
+	}
+	if o.SessionIdleTimeout <= renewEvery(o.WorkerLockTimeout, o.LockRenewalBuffer) {
+		return o, fmt.Errorf("%w: session idle timeout %s must exceed the worker lock renewal interval %s",
+			ErrInvalid, o.SessionIdleTimeout, renewEvery(o.WorkerLockTimeout, o.LockRenewalBuffer))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}
+
+// renewEvery is the renewal interval of a lock of timeout: buffer before expiry for
+// long locks, half the timeout for short ones.
+func renewEvery(timeout, buffer time.Duration) time.Duration {
+	if timeout >= 15*time.Second && buffer < timeout {
+		return timeout - buffer
+	}
+	return max(timeout/2, time.Millisecond)
+}
+
+// Runtime runs orchestrations and activities from a Provider: orchestration
+// dispatchers replay turns, worker dispatchers run activities, and a session manager
+// keeps this node's sessions. Several runtimes (processes) may share one provider.
+type Runtime struct {
+	p    Provider
+	reg  *Registry
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	running  bool
+	stop     context.CancelFunc // stops fetching (drain)
+	finished chan struct{}
+
+	sessions sessionTracker
+	notify   *completions
+}
+
+// New returns a runtime over p running reg's code. Start it with Run.
+func New(p Provider, reg *Registry, opts Options) (*Runtime, error) {
+	if p == nil || reg == nil {
+		return nil, fmt.Errorf("%w: runtime.New needs a provider and a registry", ErrInvalid)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{p: p, reg: reg, opts: o, log: o.Logger, finished: make(chan struct{}),
+		sessions: sessionTracker{seen: map[string]time.Time{}}, notify: newCompletions()}, nil
+}
+
+// ErrRunning is returned by Run when the runtime already ran.
+var ErrRunning = errors.New("runtime: already started")
+
+// Run dispatches work until ctx is cancelled or Shutdown is called, then stops
+// fetching, lets in-flight turns and activities finish for up to DrainTimeout,
+// cancels what is left and returns. A runtime runs once.
+func (r *Runtime) Run(ctx context.Context) error {
+	r.mu.Lock()
+	if r.running || r.stop != nil {
+		r.mu.Unlock()
+		return ErrRunning
+	}
+	r.running = true
+	fetchCtx, stop := context.WithCancel(ctx)
+	r.stop = stop
+	r.mu.Unlock()
+	defer close(r.finished)
+	defer stop()
+
+	// Work runs on its own context so that shutdown drains it instead of killing it.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	var wg sync.WaitGroup
+	for i := 0; i < r.opts.OrchestrationConcurrency; i++ {
+		wg.Go(func() { r.orchestrationLoop(fetchCtx, workCtx) })
+	}
+	if r.opts.WorkerTags.Mode != TagNone {
+		for i := 0; i < r.opts.WorkerConcurrency; i++ {
+			wg.Go(func() { r.workerLoop(fetchCtx, workCtx) })
+		}
+		wg.Go(func() { r.sessionManager(fetchCtx) })
+	}
+	r.log.Info("duroq runtime started", "version", r.opts.RuntimeVersion, "orchestrations", r.opts.OrchestrationConcurrency,
+		"workers", r.opts.WorkerConcurrency, "node", r.opts.WorkerNodeID)
+
+	<-fetchCtx.Done()
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(r.opts.DrainTimeout):
+		r.log.Warn("drain timeout: cancelling in-flight work", "timeout", r.opts.DrainTimeout)
+		cancelWork()
+		<-drained
+	}
+	r.log.Info("duroq runtime stopped")
+	return nil
+}
+
+// Shutdown asks Run to stop and waits until it returned or ctx is done.
+func (r *Runtime) Shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	stop, running := r.stop, r.running
+	r.mu.Unlock()
+	if !running {
+		return nil
+	}
+	stop()
+	select {
+	case <-r.finished:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("runtime shutdown: %w", ctx.Err())
+	}
+}
+
+// Client returns a client over the same provider that learns of completions this
+// runtime commits without polling for them.
+func (r *Runtime) Client() *Client {
+	c := NewClient(r.p)
+	c.notify = r.notify
+	return c
+}
+
+// sleep waits d or until ctx is done; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// fetchBackoff is the pause after a failed fetch: 100 ms doubling to 3 s for
+// retryable errors, 100 ms for others.
+func fetchBackoff(err error, failures int) time.Duration {
+	if !IsRetryable(err) {
+		return 100 * time.Millisecond
+	}
+	return min(100*time.Millisecond<<min(failures, 5), 3*time.Second)
+}
+
+// unregisteredDelay is how long a message naming unknown code waits before it is
+// offered again: base doubling per attempt (exponent capped at 6), at most 60 s.
+func (r *Runtime) unregisteredDelay(attempt uint32) time.Duration {
+	exp := min(max(int(attempt)-1, 0), 6)
+	return min(r.opts.UnregisteredBackoff<<exp, 60*time.Second)
+}
+
+// renewLock renews a lock every interval until stop is closed; lost is called once
+// if the lock is lost for good.
+func renewLock(ctx context.Context, every time.Duration, renew func(context.Context) error, lost func(error)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := renew(ctx); err != nil && ctx.Err() == nil && !IsRetryable(err) {
+					lost(err)
+					return
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// pollPause keeps a dispatcher that found no work from cycling faster than
+// MinPollInterval.
+func (r *Runtime) pollPause(ctx context.Context, started time.Time) {
+	sleep(ctx, r.opts.MinPollInterval-time.Since(started))
+}
