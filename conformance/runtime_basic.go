@@ -113,7 +113,10 @@ func rtErrorHandlingCompensation(t *testing.T, e renv) {
 	reg := newRegistry(t).
 		act("Debit", echo).
 		act("Ship", func(_ *runtime.ActivityContext, in string) (string, error) { return "", errors.New("warehouse closed") }).
-		act("Refund", func(_ *runtime.ActivityContext, in string) (string, error) { refunds.Add(1); return "refunded " + in, nil }).
+		act("Refund", func(_ *runtime.ActivityContext, in string) (string, error) {
+			refunds.Add(1)
+			return "refunded " + in, nil
+		}).
 		orch("Saga", func(ctx *runtime.Context, in string) (string, error) {
 			if _, err := ctx.ScheduleActivity("Debit", in).Get(); err != nil {
 				return "", err

@@ -36,7 +36,9 @@ type OrchestrationStatus struct {
 }
 
 // Terminal reports whether the instance has ended.
-func (s OrchestrationStatus) Terminal() bool { return s.State == StateCompleted || s.State == StateFailed }
+func (s OrchestrationStatus) Terminal() bool {
+	return s.State == StateCompleted || s.State == StateFailed
+}
 
 // ErrManagementUnavailable is returned by Client.Admin for providers without the
 // management API.

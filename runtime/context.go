@@ -172,7 +172,9 @@ func WithInstanceID(id string) SubOrchestrationOption { return func(e *Event) { 
 
 // WithVersion runs a specific version of the child (the default is the registry's
 // policy for its name).
-func WithVersion(version string) SubOrchestrationOption { return func(e *Event) { e.Version = version } }
+func WithVersion(version string) SubOrchestrationOption {
+	return func(e *Event) { e.Version = version }
+}
 
 // ScheduleSubOrchestration starts orchestration name as a child of this one and
 // returns a future of its output. Giving the future up (a lost select, the parent
@@ -385,7 +387,9 @@ type replayHandler struct {
 func (r replayHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return !r.c.IsReplaying() && r.h.Enabled(ctx, l)
 }
-func (r replayHandler) Handle(ctx context.Context, rec slog.Record) error { return r.h.Handle(ctx, rec) }
+func (r replayHandler) Handle(ctx context.Context, rec slog.Record) error {
+	return r.h.Handle(ctx, rec)
+}
 func (r replayHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return replayHandler{h: r.h.WithAttrs(as), c: r.c}
 }

@@ -108,7 +108,9 @@ func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease) {
 	var lostMu sync.Mutex
 	var lost error
 	stopRenew := renewLock(ctx, renewEvery(r.opts.WorkerLockTimeout, r.opts.LockRenewalBuffer),
-		func(ctx context.Context) error { return r.p.RenewWorkItemLock(ctx, lease.LockToken, r.opts.WorkerLockTimeout) },
+		func(ctx context.Context) error {
+			return r.p.RenewWorkItemLock(ctx, lease.LockToken, r.opts.WorkerLockTimeout)
+		},
 		func(err error) {
 			lostMu.Lock()
 			lost = err

@@ -41,7 +41,9 @@ func (r *Runtime) runTurn(ctx context.Context, item *OrchestrationItem) {
 		func(ctx context.Context) error {
 			return r.p.RenewOrchestrationItemLock(ctx, item.LockToken, r.opts.OrchestratorLockTimeout)
 		},
-		func(err error) { r.log.Warn("orchestration lock lost during a turn", "instance", item.Instance, "err", err) })
+		func(err error) {
+			r.log.Warn("orchestration lock lost during a turn", "instance", item.Instance, "err", err)
+		})
 	defer stopRenew()
 
 	ack, delay, err := r.decideTurn(item)
