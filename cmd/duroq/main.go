@@ -1,6 +1,14 @@
 // Command duroq runs duroq's demos and tools.
 //
+//	duroq demo [-db path] [-orders N] [-work d] [-workers N] [-fresh]
 //	duroq queue-demo [-db path] [-customers N] [-events N] [-workers N]
+//
+// demo runs an order workflow on the durable-execution runtime over an embedded
+// SQLite file: every order reserves its items in parallel, charges a card, waits for
+// an approval event (or a durable timeout), ships in a sub-orchestration that packs
+// items in parallel, waits a durable cooling-off timer and notifies the customer. It
+// shows progress and the final statuses. Killed mid-run (even with kill -9) and run
+// again on the same file, it resumes every order where it was and completes it.
 //
 // queue-demo runs the embedded queue end to end on a SQLite file: it enqueues order
 // events keyed by customer, processes them with a consumer whose handler fails now and
@@ -19,6 +27,8 @@ func main() {
 	}
 	var err error
 	switch os.Args[1] {
+	case "demo":
+		err = demo(os.Args[2:], os.Stdout)
 	case "queue-demo":
 		err = queueDemo(os.Args[2:])
 	case "help", "-h", "--help":
@@ -37,6 +47,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage: duroq <command> [flags]
 
 commands:
+  demo         run an order workflow (activities, timers, events, fan-out, sub-orchestrations) on embedded SQLite
   queue-demo   run per-customer ordered processing on an embedded SQLite queue`)
 	os.Exit(2)
 }

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/duroq/duroq/adapter"
+	"github.com/duroq/duroq/runtime"
+)
+
+// The demo's order workflow: typed definitions shared by registration and calls.
+type order struct {
+	ID       string   `json:"id"`
+	Customer string   `json:"customer"`
+	Items    []string `json:"items"`
+}
+
+type shipment struct {
+	Order string   `json:"order"`
+	Items []string `json:"items"`
+}
+
+var (
+	reserve      = runtime.NewActivity[string, string]("ReserveItem")
+	chargeCard   = runtime.NewActivity[order, int]("ChargeCard")
+	packItem     = runtime.NewActivity[string, string]("PackItem")
+	notify       = runtime.NewActivity[string, string]("NotifyCustomer")
+	processOrder = runtime.NewOrchestration[order, string]("ProcessOrder")
+	shipOrder    = runtime.NewOrchestration[shipment, string]("ShipOrder")
+)
+
+// Custom statuses the order workflow publishes; the demo's driver approves orders
+// that wait for approval.
+const (
+	statusAwaitingApproval = "awaiting approval"
+	approvalEvent          = "approval"
+	approvalTimeout        = 2 * time.Second
+	demoLockTimeout        = 2 * time.Second
+)
+
+// demoRegistry registers the workflow. work is the simulated duration of each
+// activity.
+func demoRegistry(work time.Duration) (*runtime.Registry, error) {
+	reg := runtime.NewRegistry()
+	pause := func(ctx context.Context) error {
+		select {
+		case <-time.After(work):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err := errors.Join(
+		reserve.Register(reg, func(ctx *runtime.ActivityContext, item string) (string, error) {
+			return "reserved " + item, pause(ctx)
+		}),
+		chargeCard.Register(reg, func(ctx *runtime.ActivityContext, o order) (int, error) {
+			return 25 * len(o.Items), pause(ctx)
+		}),
+		packItem.Register(reg, func(ctx *runtime.ActivityContext, item string) (string, error) {
+			return item, pause(ctx)
+		}),
+		notify.Register(reg, func(ctx *runtime.ActivityContext, msg string) (string, error) {
+			return "sent", pause(ctx)
+		}),
+		// ShipOrder packs every item in parallel (fan-out/fan-in) in a sub-orchestration.
+		shipOrder.Register(reg, func(ctx *runtime.Context, s shipment) (string, error) {
+			var packed []runtime.TypedFuture[string]
+			for _, item := range s.Items {
+				packed = append(packed, packItem.Schedule(ctx, item))
+			}
+			var items []string
+			for _, f := range packed {
+				item, err := f.Get()
+				if err != nil {
+					return "", err
+				}
+				items = append(items, item)
+			}
+			return fmt.Sprintf("%d parcels", len(items)), nil
+		}),
+		processOrder.Register(reg, processOrderFlow),
+	)
+	return reg, err
+}
+
+// processOrderFlow: reserve every item (fan-out/fan-in), charge, wait for an approval
+// event or a timeout (durable timer), ship in a sub-orchestration, cool off (durable
+// timer), notify.
+func processOrderFlow(ctx *runtime.Context, o order) (string, error) {
+	ctx.SetCustomStatus("reserving")
+	var reservations []runtime.TypedFuture[string]
+	for _, item := range o.Items {
+		reservations = append(reservations, reserve.Schedule(ctx, item))
+	}
+	for _, r := range reservations {
+		if _, err := r.Get(); err != nil {
+			return "", err
+		}
+	}
+	amount, err := chargeCard.Schedule(ctx, o).Get()
+	if err != nil {
+		return "", err
+	}
+	ctx.SetCustomStatus(statusAwaitingApproval)
+	approval := ctx.WaitForEvent(approvalEvent)
+	timeout := ctx.CreateTimer(approvalTimeout)
+	how := "approved"
+	if ctx.Select(approval, timeout) == 1 {
+		how = "auto-approved"
+	}
+	ctx.SetCustomStatus("shipping")
+	parcels, err := shipOrder.ScheduleSub(ctx, shipment{Order: o.ID, Items: o.Items}).Get()
+	if err != nil {
+		return "", err
+	}
+	if _, err := ctx.CreateTimer(100 * time.Millisecond).Get(); err != nil {
+		return "", err
+	}
+	if _, err := notify.Schedule(ctx, o.Customer+": your order "+o.ID+" shipped").Get(); err != nil {
+		return "", err
+	}
+	ctx.SetCustomStatus("done")
+	return fmt.Sprintf("%s, charged $%d, %s", how, amount, parcels), nil
+}
+
+func demo(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ExitOnError)
+	path := fs.String("db", "duroq-demo.db", "SQLite database file (reused: a rerun resumes what is there)")
+	orders := fs.Int("orders", 40, "number of orders")
+	work := fs.Duration("work", 20*time.Millisecond, "simulated duration of each activity")
+	workers := fs.Int("workers", 8, "concurrent activities")
+	fresh := fs.Bool("fresh", false, "delete the database first")
+	fs.Parse(args)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *fresh {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(*path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	provider, err := adapter.OpenSQLite(*path, adapter.SQLiteOptions{})
+	if err != nil {
+		return err
+	}
+	defer provider.Close()
+	reg, err := demoRegistry(*work)
+	if err != nil {
+		return err
+	}
+	// Short locks: work a killed process held is taken over seconds after a rerun.
+	rt, err := runtime.New(provider, reg, runtime.Options{WorkerConcurrency: *workers, OrchestrationConcurrency: 2,
+		MinPollInterval: 10 * time.Millisecond, DrainTimeout: 2 * time.Second,
+		WorkerLockTimeout: demoLockTimeout, OrchestratorLockTimeout: demoLockTimeout})
+	if err != nil {
+		return err
+	}
+	runCtx, stopRuntime := context.WithCancel(ctx)
+	defer stopRuntime()
+	ran := make(chan error, 1)
+	go func() { ran <- rt.Run(runCtx) }()
+	client := rt.Client()
+
+	ids := make([]string, *orders)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("order-%03d", i+1)
+		o := order{ID: ids[i], Customer: fmt.Sprintf("customer-%d", i%7), Items: []string{"book", "lamp", "mug"}[:1+i%3]}
+		// Starting an instance that exists changes nothing: a rerun resumes.
+		if err := processOrder.Start(ctx, client, ids[i], o); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "duroq demo: %d orders on %s (kill it and run it again: it resumes; work a killed process held is retaken after its %v lock lapses)\n",
+		*orders, *path, demoLockTimeout)
+
+	began := time.Now()
+	var final map[string]runtime.OrchestrationStatus
+	for {
+		statuses, err := statusesOf(ctx, client, ids)
+		if err != nil {
+			return err
+		}
+		// Approve every other order that waits; the others are approved by timeout.
+		for i, id := range ids {
+			if st := statuses[id]; i%2 == 0 && st.CustomStatus != nil && *st.CustomStatus == statusAwaitingApproval {
+				if err := client.RaiseEvent(ctx, id, approvalEvent, "ok"); err != nil {
+					return err
+				}
+			}
+		}
+		line, done := progress(statuses)
+		fmt.Fprintf(out, "  %5.1fs  %s\n", time.Since(began).Seconds(), line)
+		if done {
+			final = statuses
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted: %s", line)
+		case err := <-ran:
+			return fmt.Errorf("runtime stopped: %v", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	stopRuntime()
+	<-ran
+
+	fmt.Fprintln(out, "final statuses:")
+	failures := 0
+	for _, id := range ids {
+		st := final[id]
+		detail := st.Output
+		if st.State == runtime.StateFailed {
+			failures++
+			detail = st.Failure.DisplayMessage()
+		}
+		fmt.Fprintf(out, "  %s  %-9s  %s\n", id, st.State, detail)
+	}
+	if failures > 0 {
+		return fmt.Errorf("%d orders failed", failures)
+	}
+	fmt.Fprintf(out, "all %d orders completed in %v\n", len(ids), time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+func statusesOf(ctx context.Context, c *runtime.Client, ids []string) (map[string]runtime.OrchestrationStatus, error) {
+	out := make(map[string]runtime.OrchestrationStatus, len(ids))
+	for _, id := range ids {
+		st, err := c.Status(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = st
+	}
+	return out, nil
+}
+
+// progress summarises the statuses in one line; done is true when every order ended.
+func progress(statuses map[string]runtime.OrchestrationStatus) (line string, done bool) {
+	phases := map[string]int{}
+	ended := 0
+	for _, st := range statuses {
+		switch {
+		case st.Terminal():
+			ended++
+			phases[strings.ToLower(string(st.State))]++
+		case st.CustomStatus != nil:
+			phases[*st.CustomStatus]++
+		default:
+			phases["starting"]++
+		}
+	}
+	var parts []string
+	for _, phase := range []string{"starting", "reserving", statusAwaitingApproval, "shipping", "done", "completed", "failed"} {
+		if n := phases[phase]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", phase, n))
+		}
+	}
+	return strings.Join(parts, " · "), ended == len(statuses)
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// demoChildEnv makes the test binary run the demo as a process the test can kill.
+const demoChildEnv = "DUROQ_DEMO_CHILD_DB"
+
+func TestMain(m *testing.M) {
+	if db := os.Getenv(demoChildEnv); db != "" {
+		if err := demo([]string{"-db", db, "-orders", "30", "-work", "30ms"}, os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestDemoCompletesEveryOrder(t *testing.T) {
+	var out strings.Builder
+	if err := demo([]string{"-db", filepath.Join(t.TempDir(), "demo.db"), "-orders", "6", "-work", "1ms"}, &out); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{"all 6 orders completed", "order-001  Completed  approved, charged $25, 1 parcels",
+		"order-002  Completed  auto-approved, charged $50, 2 parcels", "order-003  Completed  approved, charged $75, 3 parcels"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// The demo killed with SIGKILL mid-run and run again on the same file completes
+// every order.
+func TestDemoResumesAfterKill9(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "demo.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), demoChildEnv+"="+db)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill once some orders are past their first steps.
+	progressed := make(chan struct{})
+	lines := make(chan string, 1000)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		once := false
+		for sc.Scan() {
+			lines <- sc.Text()
+			if !once && (strings.Contains(sc.Text(), "awaiting approval") || strings.Contains(sc.Text(), "shipping")) {
+				once = true
+				close(progressed)
+			}
+		}
+	}()
+	select {
+	case <-progressed:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the demo made no progress in 30s")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	var first []string
+	for l := range lines {
+		first = append(first, l)
+	}
+	if out := strings.Join(first, "\n"); strings.Contains(out, "all 30 orders completed") {
+		t.Fatalf("the demo finished before the kill; nothing was tested:\n%s", out)
+	}
+
+	var second strings.Builder
+	if err := demo([]string{"-db", db, "-orders", "30", "-work", "1ms"}, &second); err != nil {
+		t.Fatalf("rerun: %v\n%s", err, second.String())
+	}
+	if !strings.Contains(second.String(), "all 30 orders completed") {
+		t.Fatalf("rerun did not complete every order:\n%s", second.String())
+	}
+}
