@@ -21,8 +21,8 @@ type Receipt struct {
 }
 
 var (
-	charge    = runtime.NewActivity[Order, int]("Charge")
-	ship      = runtime.NewActivity[string, string]("Ship")
+	charge = runtime.NewActivity[Order, int]("Charge")
+	ship   = runtime.NewActivity[string, string]("Ship")
 	fulfil = runtime.NewOrchestration[Order, Receipt]("Fulfil")
 )
 

@@ -57,7 +57,9 @@ func failedFuture[T any](ctx *Context, err error) TypedFuture[T] {
 type ActivityDef[In, Out any] struct{ Name string }
 
 // NewActivity returns the typed definition of activity name.
-func NewActivity[In, Out any](name string) ActivityDef[In, Out] { return ActivityDef[In, Out]{Name: name} }
+func NewActivity[In, Out any](name string) ActivityDef[In, Out] {
+	return ActivityDef[In, Out]{Name: name}
+}
 
 // Register adds fn to r under the activity's name.
 func (a ActivityDef[In, Out]) Register(r *Registry, fn func(ctx *ActivityContext, in In) (Out, error)) error {
