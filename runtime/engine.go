@@ -532,17 +532,32 @@ func (e *engine) complete(output string, err error) {
 	}
 }
 
-// carryForward lists the queue messages nobody consumed, oldest first by queue name
-// then arrival, keeping the newest MaxCarryForward.
+// carryForward lists the queue messages nobody consumed (queues are FIFO, so those
+// after the first k of a queue with k consumers), ordered by queue name then arrival,
+// keeping the newest MaxCarryForward.
 func (e *engine) carryForward() []NameData {
-	names := make([]string, 0, len(e.queued))
-	for name := range e.queued {
+	byQueue := map[string][]string{}
+	for _, cf := range e.events[0].CarryForward {
+		byQueue[cf.Name] = append(byQueue[cf.Name], cf.Data)
+	}
+	for i := range e.events {
+		if ev := &e.events[i]; ev.Kind == EventQueueEventDelivered {
+			byQueue[ev.Name] = append(byQueue[ev.Name], ev.Data)
+		}
+	}
+	for _, f := range e.queueSubs {
+		if f.done {
+			byQueue[f.name] = byQueue[f.name][1:]
+		}
+	}
+	names := make([]string, 0, len(byQueue))
+	for name := range byQueue {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	var out []NameData
 	for _, name := range names {
-		for _, data := range e.queued[name] {
+		for _, data := range byQueue[name] {
 			out = append(out, NameData{Name: name, Data: data})
 		}
 	}

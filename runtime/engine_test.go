@@ -264,3 +264,117 @@ func TestDeterministicHelpersAreStableAcrossReplays(t *testing.T) {
 		t.Fatalf("output %q", r.Output)
 	}
 }
+
+func TestSubOrchestrationRoundTrip(t *testing.T) {
+	parent := newInstance(t, func(ctx *Context, input string) (string, error) {
+		return ctx.ScheduleSubOrchestration("Child", input).Get()
+	})
+	r := parent.turn(start("x"))
+	if len(r.OrchestratorItems) != 1 {
+		t.Fatalf("items %+v", r.OrchestratorItems)
+	}
+	child := r.OrchestratorItems[0]
+	if child.Kind != WorkStartOrchestration || child.Instance != "i::sub::2" || child.ParentInstance != "i" ||
+		child.ParentID != 2 || child.ParentExecutionID != 1 || child.Name != "Child" {
+		t.Fatalf("child start %+v", child)
+	}
+	// The child's final turn answers its parent.
+	res := RunTurn(Turn{Instance: child.Instance, ExecutionID: 1, Messages: []WorkItem{child}, Now: parent.now},
+		func(ctx *Context, in string) (string, error) { return "child:" + in, nil })
+	if res.Status != StatusCompleted || len(res.OrchestratorItems) != 1 {
+		t.Fatalf("child turn %+v", res)
+	}
+	reply := res.OrchestratorItems[0]
+	if reply.Kind != WorkSubOrchCompleted || reply.TargetInstance() != "i" || reply.ParentID != 2 || reply.Result != "child:x" {
+		t.Fatalf("reply %+v", reply)
+	}
+	// A reply for another execution of the parent is stale.
+	stale := reply
+	stale.ParentExecutionID = 7
+	if r := parent.turn(stale); len(r.NewEvents) != 0 {
+		t.Fatalf("stale reply appended %s", kinds(r.NewEvents))
+	}
+	if r := parent.turn(reply); r.Status != StatusCompleted || r.Output != "child:x" {
+		t.Fatalf("parent after reply: %s %q", r.Status, r.Output)
+	}
+}
+
+func TestStartCollidingWithAnotherParentIsAnswered(t *testing.T) {
+	in := newInstance(t, func(ctx *Context, input string) (string, error) { return ctx.WaitForEvent("go").Get() })
+	in.turn(start(""))
+	foreign := WorkItem{Kind: WorkStartOrchestration, Instance: "i", Name: "Orch", ParentInstance: "p", ParentID: 4, ParentExecutionID: 1}
+	r := in.turn(foreign, start("again"))
+	if len(r.NewEvents) != 0 || len(r.OrchestratorItems) != 1 {
+		t.Fatalf("collision turn: events %s items %+v", kinds(r.NewEvents), r.OrchestratorItems)
+	}
+	if a := r.OrchestratorItems[0]; a.Kind != WorkSubOrchFailed || a.ParentInstance != "p" || a.ParentID != 4 ||
+		!strings.Contains(a.Details.Message, "already exists") {
+		t.Fatalf("answer %+v", a)
+	}
+}
+
+func TestQueueMessagesBufferAndCarryForward(t *testing.T) {
+	queued := func(data string) WorkItem { return WorkItem{Kind: WorkQueueMessage, Instance: "i", Name: "q", Data: data} }
+	in := newInstance(t, func(ctx *Context, input string) (string, error) {
+		first, _ := ctx.DequeueEvent("q").Get()
+		if ctx.Select(ctx.DequeueEvent("q"), ctx.CreateTimer(time.Hour)) == 1 {
+			return "", ctx.ContinueAsNew(first)
+		}
+		return "", ctx.ContinueAsNew("late")
+	})
+	// Three messages arrive with the start: the first is consumed, the second wins the
+	// select, the third is carried into the next execution.
+	r := in.turn(start(""), queued("a"), queued("b"), queued("c"))
+	if r.Status != StatusContinuedAsNew {
+		t.Fatalf("status %s", r.Status)
+	}
+	var can WorkItem
+	for _, item := range r.OrchestratorItems {
+		if item.Kind == WorkContinueAsNew {
+			can = item
+		}
+	}
+	if can.Kind != WorkContinueAsNew || can.Input != "late" || len(can.CarryForward) != 1 || can.CarryForward[0] != (NameData{"q", "c"}) {
+		t.Fatalf("successor %+v", can)
+	}
+	// The next execution receives the carried message first.
+	next := RunTurn(Turn{Instance: "i", ExecutionID: 2, Messages: []WorkItem{can}, Now: in.now},
+		func(ctx *Context, input string) (string, error) { return ctx.DequeueEvent("q").Get() })
+	if next.Status != StatusCompleted || next.Output != "c" {
+		t.Fatalf("next execution %s %q", next.Status, next.Output)
+	}
+}
+
+func TestKVSnapshotAndReplay(t *testing.T) {
+	snapshot := map[string]KVValue{"count": {Value: "41", LastUpdatedAtMs: 1}}
+	fn := func(ctx *Context, input string) (string, error) {
+		v, _ := ctx.KV("count")
+		ctx.SetKV("count", v+"+1")
+		if _, err := ctx.ScheduleActivity("A", "").Get(); err != nil {
+			return "", err
+		}
+		v, _ = ctx.KV("count")
+		return v, nil
+	}
+	first := RunTurn(Turn{Instance: "i", ExecutionID: 2, Messages: []WorkItem{start("")}, KVSnapshot: snapshot, Now: time.UnixMilli(5000)}, fn)
+	if kinds(first.NewEvents) != "OrchestrationStarted,KeyValueSet,ActivityScheduled" || first.NewEvents[1].Value != "41+1" {
+		t.Fatalf("first turn %s %+v", kinds(first.NewEvents), first.NewEvents)
+	}
+	// Replay reads the snapshot of the previous execution, not the live state: the
+	// recorded decision matches and the code sees its own write.
+	second := RunTurn(Turn{Instance: "i", ExecutionID: 2, History: first.NewEvents, KVSnapshot: snapshot, Now: time.UnixMilli(6000),
+		Messages: []WorkItem{{Kind: WorkActivityCompleted, Instance: "i", ExecutionID: 2, ID: 3}}}, fn)
+	if second.Status != StatusCompleted || second.Output != "41+1" {
+		t.Fatalf("second turn %s %q %v", second.Status, second.Output, second.Failure)
+	}
+}
+
+func TestLimitsFailTheOrchestration(t *testing.T) {
+	r := newInstance(t, func(ctx *Context, input string) (string, error) {
+		ctx.SetCustomStatus(strings.Repeat("x", MaxCustomStatusBytes+1))
+		return "", nil
+	}).turn(start(""))
+	if r.Status != StatusFailed || r.Failure.ConfigKind != ConfigLimitExceeded {
+		t.Fatalf("status %s failure %+v", r.Status, r.Failure)
+	}
+}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -42,12 +43,9 @@ type ExponentialBackoff struct {
 	Max        time.Duration
 }
 
-// Delay implements Backoff.
+// Delay implements Backoff. A multiplier below 1 counts as 1 (delays never shrink).
 func (b ExponentialBackoff) Delay(attempt int) time.Duration {
-	d := float64(b.Base)
-	for i := 1; i < attempt && d < float64(maxDelay); i++ {
-		d *= b.Multiplier
-	}
+	d := float64(b.Base) * math.Pow(max(b.Multiplier, 1), float64(max(attempt-1, 0)))
 	return capDelay(time.Duration(min(d, float64(maxDelay))), b.Max, false)
 }
 

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -242,15 +243,21 @@ type SemVer struct {
 	Major, Minor, Patch uint32
 }
 
-// ParseSemVer parses "MAJOR.MINOR.PATCH" (a pre-release or build suffix is ignored).
+// ParseSemVer parses "MAJOR.MINOR.PATCH" (a pre-release or build suffix after '-' or
+// '+' is ignored).
 func ParseSemVer(s string) (SemVer, error) {
 	core, _, _ := strings.Cut(s, "-")
 	core, _, _ = strings.Cut(core, "+")
-	var v SemVer
-	if n, err := fmt.Sscanf(core, "%d.%d.%d", &v.Major, &v.Minor, &v.Patch); err != nil || n != 3 {
-		return SemVer{}, fmt.Errorf("runtime: parse version %q: want MAJOR.MINOR.PATCH", s)
+	parts := strings.Split(core, ".")
+	var nums [3]uint32
+	for i, p := range parts {
+		n, err := strconv.ParseUint(p, 10, 20)
+		if len(parts) != 3 || err != nil {
+			return SemVer{}, fmt.Errorf("runtime: parse version %q: want MAJOR.MINOR.PATCH", s)
+		}
+		nums[i] = uint32(n)
 	}
-	return v, nil
+	return SemVer{Major: nums[0], Minor: nums[1], Patch: nums[2]}, nil
 }
 
 // MustSemVer is ParseSemVer for constants; it panics on a malformed version.
