@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/duroq/duroq/eventstore"
@@ -46,6 +47,7 @@ type Provider struct {
 	orphan   time.Duration
 	log      *slog.Logger
 	closeAll func() error
+	writes   atomic.Uint64
 }
 
 var (
@@ -97,8 +99,11 @@ func NewMemory(o Options) *Provider {
 // SQLiteOptions tune OpenSQLite.
 type SQLiteOptions struct {
 	Options
-	DB sqlitedb.Options // WAL, synchronous=NORMAL (or FULL), busy timeout, pool size
+	DB SQLiteDBOptions // WAL, synchronous=NORMAL (or FULL), busy timeout, pool size
 }
+
+// SQLiteDBOptions tune the SQLite database: synchronous mode, busy timeout, pool size.
+type SQLiteDBOptions = sqlitedb.Options
 
 // OpenSQLite opens (creating if needed) one SQLite file holding both the queue and
 // the event store, applies both migration lines, and returns the provider; Close
@@ -127,8 +132,11 @@ func OpenSQLite(path string, o SQLiteOptions) (*Provider, error) {
 // PostgresOptions tune OpenPostgres.
 type PostgresOptions struct {
 	Options
-	DB pgdb.Options // schema (default "public"), pool size, connection lifetime
+	DB PostgresDBOptions // schema (default "public"), pool size, connection lifetime
 }
+
+// PostgresDBOptions tune the PostgreSQL pool: schema, pool size, connection lifetime.
+type PostgresDBOptions = pgdb.Options
 
 // OpenPostgres connects to the PostgreSQL database at dsn, keeps both the queue and
 // the event store in one schema (applying both migration lines, safe when several
@@ -290,4 +298,16 @@ func classify(op string, err error) error {
 		}
 	}
 	return runtime.Retryable(op, err)
+}
+
+// WriteTransactions counts the queue and store transactions that changed state
+// (fetches that returned work, acks, abandons, renewals, enqueues), for load reports.
+func (p *Provider) WriteTransactions() uint64 { return p.writes.Load() }
+
+// wrote classifies err from op and counts the transaction when it committed.
+func (p *Provider) wrote(op string, err error) error {
+	if err == nil {
+		p.writes.Add(1)
+	}
+	return classify(op, err)
 }

@@ -30,6 +30,7 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, o runtime.FetchOp
 			return nil, runtime.Permanent(op, fmt.Errorf("instance %q: orchestrator message %d: %w", instance, d.ID, err))
 		}
 	}
+	p.writes.Add(1) // the dequeue's transaction
 	item := &runtime.OrchestrationItem{Instance: instance, Messages: msgs, LockToken: b.Token,
 		AttemptCount: uint32(b.MaxAttempt()), ExecutionID: runtime.InitialExecutionID}
 
@@ -224,7 +225,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a run
 		}
 		return tx.ack(token)
 	})
-	return classify(op, err)
+	return p.wrote(op, err)
 }
 
 // deltaSideEffects extracts the KV mutations (in order) and the last custom status
@@ -253,13 +254,13 @@ func deltaSideEffects(delta []runtime.Event) (kv []eventstore.KVMutation, custom
 
 // AbandonOrchestrationItem implements runtime.Provider.
 func (p *Provider) AbandonOrchestrationItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
-	return classify("abandon_orchestration_item", p.q.Abandon(ctx, token, mq.AbandonOptions{Delay: max(delay, 0), IgnoreAttempt: ignoreAttempt}))
+	return p.wrote("abandon_orchestration_item", p.q.Abandon(ctx, token, mq.AbandonOptions{Delay: max(delay, 0), IgnoreAttempt: ignoreAttempt}))
 }
 
 // RenewOrchestrationItemLock implements runtime.Provider.
 func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, token string, extend time.Duration) error {
 	_, err := p.q.Renew(ctx, token, extend)
-	return classify("renew_orchestration_item_lock", err)
+	return p.wrote("renew_orchestration_item_lock", err)
 }
 
 // EnqueueForOrchestrator implements runtime.Provider. The delay, not a timer's fire
@@ -270,5 +271,5 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item runtime.Work
 	if err != nil {
 		return classify(op, err)
 	}
-	return classify(op, p.q.Enqueue(ctx, m))
+	return p.wrote(op, p.q.Enqueue(ctx, m))
 }

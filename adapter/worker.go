@@ -25,6 +25,7 @@ func (p *Provider) FetchWorkItem(ctx context.Context, o runtime.WorkFetchOptions
 		_ = p.q.Abandon(ctx, b.Token, mq.AbandonOptions{Delay: p.orphan})
 		return nil, runtime.Permanent(op, err)
 	}
+	p.writes.Add(1)
 	return &runtime.WorkItemLease{Item: item, LockToken: b.Token, AttemptCount: uint32(d.Attempt)}, nil
 }
 
@@ -40,18 +41,18 @@ func (p *Provider) AckWorkItem(ctx context.Context, token string, completion *ru
 		}
 		then = append(then, m)
 	}
-	return classify(op, p.q.Ack(ctx, token, then...))
+	return p.wrote(op, p.q.Ack(ctx, token, then...))
 }
 
 // AbandonWorkItem implements runtime.Provider.
 func (p *Provider) AbandonWorkItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
-	return classify("abandon_work_item", p.q.Abandon(ctx, token, mq.AbandonOptions{Delay: max(delay, 0), IgnoreAttempt: ignoreAttempt}))
+	return p.wrote("abandon_work_item", p.q.Abandon(ctx, token, mq.AbandonOptions{Delay: max(delay, 0), IgnoreAttempt: ignoreAttempt}))
 }
 
 // RenewWorkItemLock implements runtime.Provider.
 func (p *Provider) RenewWorkItemLock(ctx context.Context, token string, extend time.Duration) error {
 	_, err := p.q.Renew(ctx, token, extend)
-	return classify("renew_work_item_lock", err)
+	return p.wrote("renew_work_item_lock", err)
 }
 
 // RenewSessionLock implements runtime.Provider.
@@ -75,5 +76,5 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item runtime.WorkItem) 
 	if err != nil {
 		return classify(op, err)
 	}
-	return classify(op, p.q.Enqueue(ctx, m))
+	return p.wrote(op, p.q.Enqueue(ctx, m))
 }

@@ -152,8 +152,11 @@ func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack Orche
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if err = r.p.AckOrchestrationItem(ctx, item.LockToken, ack); err == nil {
-			if ack.Metadata.Status != nil {
+			if s := ack.Metadata.Status; s != nil {
 				r.notify.done(item.Instance)
+				if r.opts.OnExecutionEnded != nil {
+					r.opts.OnExecutionEnded(item.Instance, ack.ExecutionID, *s)
+				}
 			}
 			return
 		}

@@ -337,6 +337,12 @@ func (e *engine) deliver(ev *Event) bool {
 			return false
 		}
 		e.now = time.UnixMilli(ev.TimestampMs)
+		if d := ev.Details; d != nil && d.Kind != ErrorApplication {
+			// Only application errors reach the code: a poisoned or misconfigured
+			// activity or child fails this orchestration with the same details.
+			e.fail(d)
+			return true
+		}
 		switch ev.Kind {
 		case EventActivityCompleted, EventSubOrchestrationCompleted:
 			f.resolve(ev.Result, nil)

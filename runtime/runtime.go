@@ -77,6 +77,11 @@ type Options struct {
 	SessionIdleTimeout     time.Duration
 	SessionCleanupInterval time.Duration
 
+	// OnExecutionEnded, when set, is called after this runtime commits a turn that
+	// ends an execution (status Completed, Failed or ContinuedAsNew), for metrics and
+	// load drivers. It runs on the dispatcher: it must be quick and must not block.
+	OnExecutionEnded func(instance string, executionID uint64, status string)
+
 	// Logger receives the runtime's and the orchestrations' logs (default: none).
 	Logger *slog.Logger
 	// Now is the clock that stamps events and schedules timers (default time.Now).

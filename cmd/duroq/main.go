@@ -1,6 +1,7 @@
 // Command duroq runs duroq's demos and tools.
 //
 //	duroq demo [-db path] [-orders N] [-work d] [-workers N] [-fresh]
+//	duroq bench <seq|fanout|timers|events|queue> [-backend sqlite|sqlite-memory|postgres] [-n N] [-k K] ...
 //	duroq queue-demo [-db path] [-customers N] [-events N] [-workers N]
 //
 // demo runs an order workflow on the durable-execution runtime over an embedded
@@ -29,6 +30,8 @@ func main() {
 	switch os.Args[1] {
 	case "demo":
 		err = demo(os.Args[2:], os.Stdout)
+	case "bench":
+		err = benchCmd(os.Args[2:], os.Stdout)
 	case "queue-demo":
 		err = queueDemo(os.Args[2:])
 	case "help", "-h", "--help":
@@ -48,6 +51,7 @@ func usage() {
 
 commands:
   demo         run an order workflow (activities, timers, events, fan-out, sub-orchestrations) on embedded SQLite
+  bench        measure a workload (seq, fanout, timers, events, queue) on a backend; see duroq bench -h
   queue-demo   run per-customer ordered processing on an embedded SQLite queue`)
 	os.Exit(2)
 }

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	goruntime "runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/duroq/duroq/adapter"
+	"github.com/duroq/duroq/bench"
+	"github.com/duroq/duroq/runtime"
+)
+
+const benchUsage = `usage: duroq bench <workload> [flags]
+
+workloads:
+  seq      N instances × K sequential no-op activities (defaults n=1000 k=2)
+  fanout   N instances × F parallel activities sleeping 10 ms, joined (duroxide's stress shape: f=5, 20 in flight)
+  timers   N instances × K sequential durable timers of 1 ms
+  events   N instances × K events delivered through each instance's event queue
+  queue    raw queue: enqueue, then dequeue-batch + ack with 1/4/16 consumers, un-keyed and keyed (1 and 10 per key)
+
+flags:`
+
+func benchCmd(args []string, out io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(os.Stderr, benchUsage)
+		return errors.New("bench: name a workload")
+	}
+	workload := args[0]
+	fs := flag.NewFlagSet("bench "+workload, flag.ExitOnError)
+	fs.Usage = func() { fmt.Fprintln(os.Stderr, benchUsage); fs.PrintDefaults() }
+	backend := fs.String("backend", "sqlite", "sqlite (a file), sqlite-memory or postgres")
+	dir := fs.String("dir", "", "directory of the SQLite file (default: a temporary one)")
+	dsn := fs.String("dsn", os.Getenv("DUROQ_POSTGRES_DSN"), "PostgreSQL DSN (postgres backend; default $DUROQ_POSTGRES_DSN)")
+	syncMode := fs.String("sync", "normal", "SQLite synchronous mode: normal or full")
+	n := fs.Int("n", 1000, "instances (queue: messages ÷ 10)")
+	k := fs.Int("k", 2, "sequential steps per instance (seq, timers, events)")
+	f := fs.Int("f", 5, "parallel activities per instance (fanout)")
+	delay := fs.Duration("activity-delay", 0, "activity duration (fanout default 10ms)")
+	concurrency := fs.Int("concurrency", -1, "instances in flight; 0 starts all before the runtime (default: 0, fanout 20)")
+	prefill := fs.Bool("prefill", false, "start every instance before the runtime (same as -concurrency 0)")
+	orchConc := fs.Int("orchestrations", 2, "orchestration dispatchers")
+	workers := fs.Int("workers", 2, "activity workers")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	fs.Parse(args[1:])
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *cpuprofile != "" {
+		pf, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	open := func() (*adapter.Provider, string, error) {
+		return openBenchBackend(ctx, *backend, *dir, *dsn, *syncMode)
+	}
+	machine := fmt.Sprintf("%d CPUs, %s/%s, %s", goruntime.NumCPU(), goruntime.GOOS, goruntime.GOARCH, goruntime.Version())
+
+	if workload == "queue" {
+		var reports []bench.QueueReport
+		for _, c := range []bench.QueueConfig{{Consumers: 1}, {Consumers: 4}, {Consumers: 16}, {Consumers: 4, PerKey: 1},
+			{Consumers: 4, PerKey: 10}, {Consumers: 16, PerKey: 10}} {
+			c.Messages = *n * 10
+			p, setting, err := open()
+			if err != nil {
+				return err
+			}
+			r, err := bench.QueueLoad(ctx, p.Queue(), c)
+			p.Close()
+			if err != nil {
+				return err
+			}
+			reports = append(reports, r)
+			if !*asJSON {
+				fmt.Fprintf(out, "%s\n  backend: %s · %s\n", r, setting, machine)
+			}
+		}
+		if *asJSON {
+			return json.NewEncoder(out).Encode(reports)
+		}
+		return nil
+	}
+
+	cfg := bench.Config{Workload: workload, N: *n, K: *k, F: *f, ActivityDelay: *delay, Concurrency: *concurrency,
+		Options: runtime.Options{OrchestrationConcurrency: *orchConc, WorkerConcurrency: *workers}}
+	if cfg.Concurrency < 0 {
+		cfg.Concurrency = 0
+		if workload == bench.WorkloadFanout {
+			cfg.Concurrency = 20
+		}
+	}
+	if *prefill {
+		cfg.Concurrency = 0
+	}
+	p, setting, err := open()
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	r, err := bench.Load(ctx, p, cfg)
+	if err != nil {
+		return err
+	}
+	r.Settings += " · backend: " + setting + " · " + machine
+	if *asJSON {
+		return json.NewEncoder(out).Encode(r)
+	}
+	fmt.Fprintln(out, r)
+	return nil
+}
+
+// openBenchBackend opens a fresh provider of the named backend and describes it.
+func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (*adapter.Provider, string, error) {
+	sync := strings.ToUpper(syncMode)
+	if sync != "NORMAL" && sync != "FULL" {
+		return nil, "", fmt.Errorf("bench: -sync %q: want normal or full", syncMode)
+	}
+	switch backend {
+	case "sqlite", "sqlite-memory":
+		path := ":memory:"
+		if backend == "sqlite" {
+			if dir == "" {
+				var err error
+				if dir, err = os.MkdirTemp("", "duroq-bench-"); err != nil {
+					return nil, "", err
+				}
+			}
+			path = filepath.Join(dir, fmt.Sprintf("bench-%d.db", time.Now().UnixNano()))
+		}
+		p, err := adapter.OpenSQLite(path, adapter.SQLiteOptions{DB: adapter.SQLiteDBOptions{Synchronous: sync}})
+		return p, fmt.Sprintf("SQLite %s (WAL, synchronous=%s)", path, sync), err
+	case "postgres":
+		if dsn == "" {
+			return nil, "", errors.New("bench: the postgres backend needs -dsn or $DUROQ_POSTGRES_DSN")
+		}
+		schema := fmt.Sprintf("duroq_bench_%d", time.Now().UnixNano())
+		p, err := adapter.OpenPostgres(ctx, dsn, adapter.PostgresOptions{DB: adapter.PostgresDBOptions{Schema: schema}})
+		return p, "PostgreSQL schema " + schema, err
+	}
+	return nil, "", fmt.Errorf("bench: unknown backend %q (want sqlite, sqlite-memory or postgres)", backend)
+}
