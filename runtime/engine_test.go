@@ -314,7 +314,9 @@ func TestStartCollidingWithAnotherParentIsAnswered(t *testing.T) {
 }
 
 func TestQueueMessagesBufferAndCarryForward(t *testing.T) {
-	queued := func(data string) WorkItem { return WorkItem{Kind: WorkQueueMessage, Instance: "i", Name: "q", Data: data} }
+	queued := func(data string) WorkItem {
+		return WorkItem{Kind: WorkQueueMessage, Instance: "i", Name: "q", Data: data}
+	}
 	in := newInstance(t, func(ctx *Context, input string) (string, error) {
 		first, _ := ctx.DequeueEvent("q").Get()
 		if ctx.Select(ctx.DequeueEvent("q"), ctx.CreateTimer(time.Hour)) == 1 {
