@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -378,5 +379,28 @@ func TestLimitsFailTheOrchestration(t *testing.T) {
 	}).turn(start(""))
 	if r.Status != StatusFailed || r.Failure.ConfigKind != ConfigLimitExceeded {
 		t.Fatalf("status %s failure %+v", r.Status, r.Failure)
+	}
+}
+
+func TestReplaySafeLogging(t *testing.T) {
+	var buf strings.Builder
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	fn := func(ctx *Context, input string) (string, error) {
+		ctx.Logger().Info("before")
+		if _, err := ctx.ScheduleActivity("A", "").Get(); err != nil {
+			return "", err
+		}
+		ctx.Logger().Info("after")
+		return "", nil
+	}
+	first := RunTurn(Turn{Instance: "i", ExecutionID: 1, Messages: []WorkItem{start("")}, Now: time.UnixMilli(1000), Logger: logger}, fn)
+	RunTurn(Turn{Instance: "i", ExecutionID: 1, History: first.NewEvents, Now: time.UnixMilli(2000), Logger: logger,
+		Messages: []WorkItem{done(2, "")}}, fn)
+	out := buf.String()
+	if strings.Count(out, "msg=before") != 1 || strings.Count(out, "msg=after") != 1 {
+		t.Fatalf("each record must be written once, replays silent:\n%s", out)
+	}
+	if !strings.Contains(out, "instance=i") || !strings.Contains(out, "orchestration=Orch") {
+		t.Fatalf("records lack the orchestration's identity:\n%s", out)
 	}
 }
