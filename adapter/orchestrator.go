@@ -20,6 +20,16 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, o runtime.FetchOp
 	if err != nil || b == nil {
 		return nil, classify(op, err)
 	}
+	p.writes.Add(1) // the dequeue's transaction
+	return p.orchestrationItem(ctx, b)
+}
+
+// orchestrationItem turns a locked batch of an instance's messages into its item:
+// the messages decoded, the current execution's history and the KV snapshot. It
+// returns (nil, nil) after settling a batch that is not work (see newInstanceItem).
+func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch) (*runtime.OrchestrationItem, error) {
+	const op = "fetch_orchestration_item"
+	var err error
 	instance := b.RoutingKey
 	msgs := make([]runtime.WorkItem, len(b.Messages))
 	for i, d := range b.Messages {
@@ -30,7 +40,6 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, o runtime.FetchOp
 			return nil, runtime.Permanent(op, fmt.Errorf("instance %q: orchestrator message %d: %w", instance, d.ID, err))
 		}
 	}
-	p.writes.Add(1) // the dequeue's transaction
 	item := &runtime.OrchestrationItem{Instance: instance, Messages: msgs, LockToken: b.Token,
 		AttemptCount: uint32(b.MaxAttempt()), ExecutionID: runtime.InitialExecutionID}
 
@@ -120,18 +129,40 @@ func kvValues(entries map[string]eventstore.KVEntry) map[string]runtime.KVValue 
 // and the store.
 func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a runtime.OrchestrationAck) error {
 	const op = "ack_orchestration_item"
-	// Encode everything before the transaction: it holds the write lock.
-	events, err := toStored(a.HistoryDelta)
+	c, err := p.prepareAck(token, a)
 	if err != nil {
 		return classify(op, err)
 	}
-	var enqueues []mq.Message
+	return p.wrote(op, p.b.run(ctx, c.apply))
+}
+
+// turnCommit is a turn's ack with everything encoded, ready to apply inside a
+// transaction (which holds the write lock, so nothing slow happens there).
+type turnCommit struct {
+	p          *Provider
+	token      string
+	a          runtime.OrchestrationAck
+	events     []eventstore.Event
+	enqueues   []mq.Message
+	cancelKeys []string
+	kv         []eventstore.KVMutation
+	customStat **string
+	execution  int64
+	update     eventstore.StreamUpdate
+}
+
+func (p *Provider) prepareAck(token string, a runtime.OrchestrationAck) (*turnCommit, error) {
+	events, err := toStored(a.HistoryDelta)
+	if err != nil {
+		return nil, err
+	}
+	c := &turnCommit{p: p, token: token, a: a, events: events, execution: int64(a.ExecutionID)}
 	for i := range a.WorkerItems {
 		m, err := p.workMessage(&a.WorkerItems[i])
 		if err != nil {
-			return classify(op, err)
+			return nil, err
 		}
-		enqueues = append(enqueues, m)
+		c.enqueues = append(c.enqueues, m)
 	}
 	now := p.now()
 	for i := range a.OrchestratorItems {
@@ -142,90 +173,90 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a run
 		}
 		m, err := p.orchMessage(item, delay)
 		if err != nil {
-			return classify(op, err)
+			return nil, err
 		}
-		enqueues = append(enqueues, m)
+		c.enqueues = append(c.enqueues, m)
 	}
-	cancelKeys := make([]string, len(a.CancelledActivities))
-	for i, c := range a.CancelledActivities {
-		cancelKeys[i] = workKey(c.Instance, c.ExecutionID, c.ActivityID)
+	c.cancelKeys = make([]string, len(a.CancelledActivities))
+	for i, x := range a.CancelledActivities {
+		c.cancelKeys[i] = workKey(x.Instance, x.ExecutionID, x.ActivityID)
 	}
-	kv, customStatus := deltaSideEffects(a.HistoryDelta)
-	execution := int64(a.ExecutionID)
-	if execution < 1 {
-		return classify(op, fmt.Errorf("%w: execution id %d", runtime.ErrInvalid, a.ExecutionID))
+	c.kv, c.customStat = deltaSideEffects(a.HistoryDelta)
+	if c.execution < 1 {
+		return nil, fmt.Errorf("%w: execution id %d", runtime.ErrInvalid, a.ExecutionID)
 	}
-	update := eventstore.StreamUpdate{Partition: execution, Name: a.Metadata.OrchestrationName,
+	c.update = eventstore.StreamUpdate{Partition: c.execution, Name: a.Metadata.OrchestrationName,
 		Version: a.Metadata.OrchestrationVersion, Parent: a.Metadata.ParentInstanceID, Output: a.Metadata.Output}
 	if s := a.Metadata.Status; s != nil {
 		status := eventstore.Status(*s)
-		update.Status = &status
+		c.update.Status = &status
 	}
 	if v := a.Metadata.PinnedVersion; v != nil {
 		pinned := v.String()
-		update.PinnedVersion = &pinned
+		c.update.PinnedVersion = &pinned
 	}
+	return c, nil
+}
 
-	err = p.b.run(ctx, func(tx txn) error {
-		lock, err := tx.lock(token)
-		if err != nil {
-			return err
-		}
-		if lock.Queue != p.orchQ {
-			return fmt.Errorf("%w: token %q holds a message of queue %q, not the orchestrator queue", runtime.ErrLockLost, token, lock.Queue)
-		}
-		instance := lock.RoutingKey
-		previous, err := tx.latestPartition(instance)
-		if err != nil && !errors.Is(err, eventstore.ErrNotFound) {
-			return err
-		}
-		if err := tx.appendEvents(instance, execution, events); err != nil {
-			return err
-		}
-		// KV goes before a status that ends the execution, so the merge includes this
-		// turn's writes; it needs the stream to exist.
-		if len(kv) > 0 {
-			if len(events) == 0 {
-				if err := tx.update(instance, eventstore.StreamUpdate{Partition: execution}); err != nil {
-					return err
-				}
-			}
-			if err := tx.applyKV(instance, execution, kv); err != nil {
+// apply performs the commit inside tx.
+func (c *turnCommit) apply(tx txn) error {
+	lock, err := tx.lock(c.token)
+	if err != nil {
+		return err
+	}
+	if lock.Queue != c.p.orchQ {
+		return fmt.Errorf("%w: token %q holds a message of queue %q, not the orchestrator queue", runtime.ErrLockLost, c.token, lock.Queue)
+	}
+	instance := lock.RoutingKey
+	previous, err := tx.latestPartition(instance)
+	if err != nil && !errors.Is(err, eventstore.ErrNotFound) {
+		return err
+	}
+	if err := tx.appendEvents(instance, c.execution, c.events); err != nil {
+		return err
+	}
+	// KV goes before a status that ends the execution, so the merge includes this
+	// turn's writes; it needs the stream to exist.
+	if len(c.kv) > 0 {
+		if len(c.events) == 0 {
+			if err := tx.update(instance, eventstore.StreamUpdate{Partition: c.execution}); err != nil {
 				return err
 			}
 		}
-		if err := tx.update(instance, update); err != nil {
+		if err := tx.applyKV(instance, c.execution, c.kv); err != nil {
 			return err
 		}
-		if customStatus != nil {
-			if _, err := tx.setCustomStatus(instance, *customStatus); err != nil {
-				return err
-			}
-		}
-		if v := a.Metadata.PinnedVersion; v != nil {
-			ord := v.Ordinal()
-			if err := tx.setKeyAttr(p.orchQ, instance, &ord); err != nil {
-				return err
-			}
-		} else if execution > previous {
-			// A new execution starts unpinned until told otherwise.
-			if err := tx.setKeyAttr(p.orchQ, instance, nil); err != nil {
-				return err
-			}
-		}
-		if err := tx.enqueue(enqueues...); err != nil {
+	}
+	if err := tx.update(instance, c.update); err != nil {
+		return err
+	}
+	if c.customStat != nil {
+		if _, err := tx.setCustomStatus(instance, *c.customStat); err != nil {
 			return err
 		}
-		// Cancellations after the inserts: an activity scheduled and cancelled in
-		// the same turn must not survive.
-		if len(cancelKeys) > 0 {
-			if _, err := tx.remove(p.workQ, cancelKeys...); err != nil {
-				return err
-			}
+	}
+	if v := c.a.Metadata.PinnedVersion; v != nil {
+		ord := v.Ordinal()
+		if err := tx.setKeyAttr(c.p.orchQ, instance, &ord); err != nil {
+			return err
 		}
-		return tx.ack(token)
-	})
-	return p.wrote(op, err)
+	} else if c.execution > previous {
+		// A new execution starts unpinned until told otherwise.
+		if err := tx.setKeyAttr(c.p.orchQ, instance, nil); err != nil {
+			return err
+		}
+	}
+	if err := tx.enqueue(c.enqueues...); err != nil {
+		return err
+	}
+	// Cancellations after the inserts: an activity scheduled and cancelled in
+	// the same turn must not survive.
+	if len(c.cancelKeys) > 0 {
+		if _, err := tx.remove(c.p.workQ, c.cancelKeys...); err != nil {
+			return err
+		}
+	}
+	return tx.ack(c.token)
 }
 
 // deltaSideEffects extracts the KV mutations (in order) and the last custom status
