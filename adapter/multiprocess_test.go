@@ -58,7 +58,7 @@ func mpRegistry(t *testing.T, db *pgx.Conn, mu chan struct{}) *runtime.Registry 
 
 func mpOptions() runtime.Options {
 	return runtime.Options{OrchestrationConcurrency: 4, WorkerConcurrency: 4, MinPollInterval: 10 * time.Millisecond,
-		PollTimeout: time.Second, OrchestratorLockTimeout: 2 * time.Second, WorkerLockTimeout: 2 * time.Second}
+		PollTimeout: time.Second, OrchestratorLockTimeout: 5 * time.Second, WorkerLockTimeout: 5 * time.Second}
 }
 
 // Three runtime processes share one PostgreSQL schema and complete 1,000

@@ -21,6 +21,7 @@ var ErrNotComposable = errors.New("adapter: the queue and the event store do not
 // implementations run every call inside the same underlying transaction.
 type txn interface {
 	lock(token string) (mq.LockInfo, error)
+	dequeue(queue string, opts mq.DequeueOptions) (*mq.Batch, error)
 	enqueue(msgs ...mq.Message) error
 	ack(token string) error
 	remove(queue string, keys ...string) (int, error)
@@ -80,8 +81,12 @@ type memTxn struct {
 }
 
 func (t memTxn) lock(token string) (mq.LockInfo, error) { return t.b.q.LockTx(t.tx, token) }
-func (t memTxn) enqueue(msgs ...mq.Message) error       { return t.b.q.EnqueueTx(t.tx, msgs...) }
-func (t memTxn) ack(token string) error                 { return t.b.q.AckTx(t.tx, token) }
+func (t memTxn) dequeue(queue string, opts mq.DequeueOptions) (*mq.Batch, error) {
+	b, _, err := t.b.q.DequeueTx(t.tx, queue, opts)
+	return b, err
+}
+func (t memTxn) enqueue(msgs ...mq.Message) error { return t.b.q.EnqueueTx(t.tx, msgs...) }
+func (t memTxn) ack(token string) error           { return t.b.q.AckTx(t.tx, token) }
 func (t memTxn) remove(queue string, keys ...string) (int, error) {
 	return t.b.q.RemoveTx(t.tx, queue, keys...)
 }
@@ -130,6 +135,7 @@ type sqlQueue interface {
 	DB() *sqlx.DB
 	Notify(queue string)
 	LockTx(ctx context.Context, tx *sqlx.Tx, token string) (mq.LockInfo, error)
+	DequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions) (*mq.Batch, time.Time, error)
 	EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) error
 	AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq.Message) error
 	RemoveTx(ctx context.Context, tx *sqlx.Tx, queue string, keys ...string) (int, error)
@@ -216,6 +222,10 @@ func (t *sqlTxn) enqueue(msgs ...mq.Message) error {
 	return t.b.q.EnqueueTx(t.ctx, t.tx, msgs...)
 }
 func (t *sqlTxn) ack(token string) error { return t.b.q.AckTx(t.ctx, t.tx, token) }
+func (t *sqlTxn) dequeue(queue string, opts mq.DequeueOptions) (*mq.Batch, error) {
+	b, _, err := t.b.q.DequeueTx(t.ctx, t.tx, queue, opts)
+	return b, err
+}
 func (t *sqlTxn) remove(queue string, keys ...string) (int, error) {
 	t.touch(queue)
 	return t.b.q.RemoveTx(t.ctx, t.tx, queue, keys...)

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/duroq/duroq/mq"
@@ -11,22 +12,38 @@ import (
 // FetchWorkItem implements runtime.Provider: one message of the worker queue.
 func (p *Provider) FetchWorkItem(ctx context.Context, o runtime.WorkFetchOptions) (*runtime.WorkItemLease, error) {
 	const op = "fetch_work_item"
-	opts := mq.DequeueOptions{LockTimeout: o.LockTimeout, Wait: o.PollTimeout, Tags: tagFilter(o.Tags)}
-	if s := o.Session; s != nil {
-		opts.Session = &mq.SessionOptions{Owner: s.OwnerID, LeaseTimeout: s.LockTimeout}
-	}
+	opts := workDequeueOptions(o)
+	opts.Wait = o.PollTimeout
 	b, err := p.q.DequeueBatch(ctx, p.workQ, opts)
 	if err != nil || b == nil {
 		return nil, classify(op, err)
 	}
+	p.writes.Add(1)
+	if lease := p.workLease(ctx, b); lease != nil {
+		return lease, nil
+	}
+	return nil, runtime.Permanent(op, fmt.Errorf("worker message %d cannot be decoded; it is offered again after %v", b.Messages[0].ID, p.orphan))
+}
+
+func workDequeueOptions(o runtime.WorkFetchOptions) mq.DequeueOptions {
+	opts := mq.DequeueOptions{LockTimeout: o.LockTimeout, Tags: tagFilter(o.Tags)}
+	if s := o.Session; s != nil {
+		opts.Session = &mq.SessionOptions{Owner: s.OwnerID, LeaseTimeout: s.LockTimeout}
+	}
+	return opts
+}
+
+// workLease decodes a locked worker message; one nobody can read is abandoned (its
+// attempt counted) and nil returned.
+func (p *Provider) workLease(ctx context.Context, b *mq.Batch) *runtime.WorkItemLease {
 	d := b.Messages[0]
 	item, err := runtime.UnmarshalWorkItem(d.Payload)
 	if err != nil {
+		p.log.Warn("undecodable worker message", "id", d.ID, "err", err)
 		_ = p.q.Abandon(ctx, b.Token, mq.AbandonOptions{Delay: p.orphan})
-		return nil, runtime.Permanent(op, err)
+		return nil
 	}
-	p.writes.Add(1)
-	return &runtime.WorkItemLease{Item: item, LockToken: b.Token, AttemptCount: uint32(d.Attempt)}, nil
+	return &runtime.WorkItemLease{Item: item, LockToken: b.Token, AttemptCount: uint32(d.Attempt)}
 }
 
 // AckWorkItem implements runtime.Provider: the item's deletion and its completion's

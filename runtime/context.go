@@ -253,9 +253,6 @@ func (c *Context) SetKV(key, value string) {
 	}
 	ev := c.e.decide(Event{Kind: EventKeyValueSet, Key: key, Value: value, LastUpdatedAtMs: c.e.t.Now.UnixMilli()})
 	c.e.kv[key] = KVValue{Value: ev.Value, LastUpdatedAtMs: ev.LastUpdatedAtMs}
-	if c.e.isNew(ev) {
-		c.e.kvTouched[key] = true
-	}
 }
 
 // KV returns the value of key (ok is false when it is not set).
@@ -298,9 +295,12 @@ func (c *Context) KVKeys() []string {
 // PruneKVUpdatedBefore clears the keys last written before cutoff (never those this
 // turn wrote) and returns how many it cleared.
 func (c *Context) PruneKVUpdatedBefore(cutoff time.Time) int {
+	// A key this turn wrote carries the turn's clock, which is Now: bounding the
+	// cutoff by Now spares it, and replays the same decisions later.
+	limit := min(cutoff.UnixMilli(), c.e.now.UnixMilli())
 	n := 0
 	for _, k := range c.KVKeys() {
-		if v := c.e.kv[k]; v.LastUpdatedAtMs < cutoff.UnixMilli() && !c.e.kvTouched[k] {
+		if c.e.kv[k].LastUpdatedAtMs < limit {
 			c.ClearKV(k)
 			n++
 		}

@@ -48,49 +48,143 @@ func (a *ActivityContext) Client() *Client { return a.client }
 // Logger logs with the activity's identity attached.
 func (a *ActivityContext) Logger() *slog.Logger { return a.log }
 
-// workerLoop fetches activities and runs them until fetchCtx ends.
-func (r *Runtime) workerLoop(fetchCtx, workCtx context.Context) {
+// workers runs activities until fetchCtx ends: one fetcher leases as many items as
+// there are free slots (one transaction with a BatchProvider), each activity runs on
+// its own goroutine, and one committer acks the completions that are ready together.
+func (r *Runtime) workers(fetchCtx, workCtx context.Context) {
+	bp, batched := r.p.(BatchProvider)
+	slots := make(chan struct{}, r.opts.WorkerConcurrency)
+	settled := make(chan settledActivity, r.opts.WorkerConcurrency)
+	committed := make(chan struct{})
+	go func() { r.ackCommitter(workCtx, bp, batched, settled); close(committed) }()
+	settle := func(s settledActivity) { settled <- s }
+	var running sync.WaitGroup
 	failures := 0
 	for fetchCtx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-fetchCtx.Done():
+			continue
+		}
+		free := 1
+		for free < r.opts.WorkerConcurrency && free < maxBatch {
+			select {
+			case slots <- struct{}{}:
+				free++
+				continue
+			default:
+			}
+			break
+		}
 		began := time.Now()
 		opts := WorkFetchOptions{LockTimeout: r.opts.WorkerLockTimeout, PollTimeout: r.opts.PollTimeout, Tags: r.opts.WorkerTags}
-		if r.sessions.live(r.opts.SessionIdleTimeout) < r.opts.MaxSessionsPerRuntime {
+		if r.sessions.active() < r.opts.MaxSessionsPerRuntime {
 			opts.Session = &SessionFetchConfig{OwnerID: r.opts.WorkerNodeID, LockTimeout: r.opts.SessionLockTimeout}
 		}
-		lease, err := r.p.FetchWorkItem(fetchCtx, opts)
+		var leases []*WorkItemLease
+		var err error
+		if batched && free > 1 {
+			leases, err = bp.FetchWorkItems(fetchCtx, opts, free)
+		} else {
+			var lease *WorkItemLease
+			if lease, err = r.p.FetchWorkItem(fetchCtx, opts); lease != nil {
+				leases = []*WorkItemLease{lease}
+			}
+		}
+		for range free - len(leases) {
+			<-slots
+		}
 		switch {
 		case fetchCtx.Err() != nil:
-			if lease != nil {
-				_ = r.p.AbandonWorkItem(workCtx, lease.LockToken, 0, true)
+			for _, l := range leases {
+				_ = r.p.AbandonWorkItem(workCtx, l.LockToken, 0, true)
+				<-slots
 			}
-			return
+			continue
 		case err != nil:
 			failures++
 			r.log.Warn("fetch work item", "err", err)
 			sleep(fetchCtx, fetchBackoff(err, failures))
 			continue
-		case lease == nil:
+		case len(leases) == 0:
 			failures = 0
 			r.pollPause(fetchCtx, began)
 			continue
 		}
 		failures = 0
-		r.runActivity(workCtx, lease)
+		for _, l := range leases {
+			running.Go(func() {
+				defer func() { <-slots }()
+				r.runActivity(workCtx, l, settle)
+			})
+		}
+	}
+	running.Wait()
+	close(settled)
+	<-committed
+}
+
+// maxBatch bounds the items of one batched fetch or commit.
+const maxBatch = 128
+
+// settledActivity is an activity's outcome waiting for its ack.
+type settledActivity struct {
+	lease      *WorkItemLease
+	completion *WorkItem
+	log        *slog.Logger
+}
+
+// ackCommitter acks settled activities, all those ready at once in one transaction
+// (group commit); a failed group is acked item by item to isolate the failure.
+func (r *Runtime) ackCommitter(ctx context.Context, bp BatchProvider, batched bool, settled <-chan settledActivity) {
+	for first := range settled {
+		group := []settledActivity{first}
+	drain:
+		for batched && len(group) < maxBatch {
+			select {
+			case s, ok := <-settled:
+				if !ok {
+					break drain
+				}
+				group = append(group, s)
+			default:
+				break drain
+			}
+		}
+		if len(group) > 1 {
+			acks := make([]WorkAck, len(group))
+			for i, s := range group {
+				acks[i] = WorkAck{Token: s.lease.LockToken, Completion: s.completion}
+			}
+			if err := bp.AckWorkItems(context.WithoutCancel(ctx), acks); err == nil {
+				continue
+			}
+		}
+		for _, s := range group {
+			r.complete(ctx, s.lease, s.completion, s.log)
+		}
 	}
 }
 
 // runActivity executes one leased activity and commits its completion.
-func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease) {
+func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease, settle func(settledActivity)) {
 	item := &lease.Item
 	log := r.log.With("instance", item.Instance, "execution", item.ExecutionID, "activity", item.Name, "activity_id", item.ID)
 	if item.SessionID != "" {
-		r.sessions.touch(item.SessionID)
+		if !r.sessions.acquire(item.SessionID, r.opts.MaxSessionsPerRuntime) {
+			// Claimed by a fetch that raced the cap: give it back for a moment.
+			if err := r.p.AbandonWorkItem(ctx, lease.LockToken, 20*time.Millisecond, true); err != nil {
+				log.Warn("abandon work item over the session cap", "err", err)
+			}
+			return
+		}
+		defer r.sessions.release(item.SessionID)
 	}
 	if lease.AttemptCount > r.opts.MaxAttempts {
 		d := &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonActivity, Instance: item.Instance, ExecutionID: item.ExecutionID,
 			ActivityName: item.Name, ActivityID: item.ID, AttemptCount: lease.AttemptCount, MaxAttempts: r.opts.MaxAttempts}
 		log.Warn("poison activity", "attempts", lease.AttemptCount)
-		r.complete(ctx, lease, failedItem(item, d), log)
+		settle(settledActivity{lease, failedItem(item, d), log})
 		return
 	}
 	fn := r.activity(item.Name)
@@ -164,7 +258,7 @@ func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease) {
 	if o.err != nil {
 		completion = failedItem(item, &ErrorDetails{Kind: ErrorApplication, AppKind: AppActivityFailed, Message: o.err.Error()})
 	}
-	r.complete(ctx, lease, completion, log)
+	settle(settledActivity{lease, completion, log})
 }
 
 func failedItem(item *WorkItem, d *ErrorDetails) *WorkItem {
@@ -229,28 +323,38 @@ func decodeKVGet(s string) (instance, key string, err error) {
 	return rest[:size], rest[size:], nil
 }
 
-// sessionTracker counts the sessions this runtime served recently, to cap them.
+// sessionTracker counts the activities this runtime runs per session, to cap the
+// sessions it serves at once.
 type sessionTracker struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
+	mu       sync.Mutex
+	inFlight map[string]int
 }
 
-func (s *sessionTracker) touch(id string) {
-	s.mu.Lock()
-	s.seen[id] = time.Now()
-	s.mu.Unlock()
-}
-
-// live counts sessions active within idle, forgetting older ones.
-func (s *sessionTracker) live(idle time.Duration) int {
+// acquire counts an activity of session; it refuses (false) one that would make
+// more than limit sessions active.
+func (s *sessionTracker) acquire(session string, limit int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, at := range s.seen {
-		if time.Since(at) > idle {
-			delete(s.seen, id)
-		}
+	if s.inFlight[session] == 0 && len(s.inFlight) >= limit {
+		return false
 	}
-	return len(s.seen)
+	s.inFlight[session]++
+	return true
+}
+
+func (s *sessionTracker) release(session string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight[session]--; s.inFlight[session] <= 0 {
+		delete(s.inFlight, session)
+	}
+}
+
+// active counts the sessions with activities running.
+func (s *sessionTracker) active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inFlight)
 }
 
 // sessionManager renews this node's sessions and sweeps lapsed ones until ctx ends.

@@ -9,14 +9,25 @@ import (
 
 // orchestrationLoop fetches instances and runs their turns until fetchCtx ends.
 func (r *Runtime) orchestrationLoop(fetchCtx, workCtx context.Context) {
+	bp, batched := r.p.(BatchProvider)
+	batched = batched && r.opts.OrchestrationBatch > 1
 	failures := 0
 	for fetchCtx.Err() == nil {
 		began := time.Now()
-		item, err := r.p.FetchOrchestrationItem(fetchCtx, FetchOptions{LockTimeout: r.opts.OrchestratorLockTimeout,
-			PollTimeout: r.opts.PollTimeout, Filter: r.opts.SupportedVersions})
+		opts := FetchOptions{LockTimeout: r.opts.OrchestratorLockTimeout, PollTimeout: r.opts.PollTimeout, Filter: r.opts.SupportedVersions}
+		var items []*OrchestrationItem
+		var err error
+		if batched {
+			items, err = bp.FetchOrchestrationItems(fetchCtx, opts, r.opts.OrchestrationBatch)
+		} else {
+			var item *OrchestrationItem
+			if item, err = r.p.FetchOrchestrationItem(fetchCtx, opts); item != nil {
+				items = []*OrchestrationItem{item}
+			}
+		}
 		switch {
 		case fetchCtx.Err() != nil:
-			if item != nil {
+			for _, item := range items {
 				_ = r.p.AbandonOrchestrationItem(workCtx, item.LockToken, 0, true)
 			}
 			return
@@ -25,36 +36,65 @@ func (r *Runtime) orchestrationLoop(fetchCtx, workCtx context.Context) {
 			r.log.Warn("fetch orchestration item", "err", err)
 			sleep(fetchCtx, fetchBackoff(err, failures))
 			continue
-		case item == nil:
+		case len(items) == 0:
 			failures = 0
 			r.pollPause(fetchCtx, began)
 			continue
 		}
 		failures = 0
-		r.runTurn(workCtx, item)
+		r.runTurns(workCtx, items, bp)
 	}
 }
 
-// runTurn processes one locked item: decide how to run it, replay, and commit.
-func (r *Runtime) runTurn(ctx context.Context, item *OrchestrationItem) {
+// runTurns processes locked items: decide how to run each, replay, and commit them
+// (together when the provider batches).
+func (r *Runtime) runTurns(ctx context.Context, items []*OrchestrationItem, bp BatchProvider) {
 	stopRenew := renewLock(ctx, renewEvery(r.opts.OrchestratorLockTimeout, r.opts.LockRenewalBuffer),
 		func(ctx context.Context) error {
-			return r.p.RenewOrchestrationItemLock(ctx, item.LockToken, r.opts.OrchestratorLockTimeout)
-		},
-		func(err error) {
-			r.log.Warn("orchestration lock lost during a turn", "instance", item.Instance, "err", err)
-		})
+			for _, item := range items {
+				if err := r.p.RenewOrchestrationItemLock(ctx, item.LockToken, r.opts.OrchestratorLockTimeout); err != nil && !IsRetryable(err) {
+					r.log.Warn("orchestration lock lost during a turn", "instance", item.Instance, "err", err)
+				}
+			}
+			return nil
+		}, nil)
 	defer stopRenew()
 
-	ack, delay, err := r.decideTurn(item)
-	if err != nil {
-		r.log.Warn("orchestration turn postponed", "instance", item.Instance, "reason", err, "delay", delay)
-		if err := r.p.AbandonOrchestrationItem(ctx, item.LockToken, delay, false); err != nil {
-			r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
+	var ready []*OrchestrationItem
+	var acks []TurnAck
+	for _, item := range items {
+		ack, delay, err := r.decideTurn(item)
+		if err != nil {
+			r.log.Warn("orchestration turn postponed", "instance", item.Instance, "reason", err, "delay", delay)
+			if err := r.p.AbandonOrchestrationItem(ctx, item.LockToken, delay, false); err != nil {
+				r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
+			}
+			continue
 		}
-		return
+		ready = append(ready, item)
+		acks = append(acks, TurnAck{Token: item.LockToken, Ack: ack})
 	}
-	r.commit(ctx, item, ack)
+	if len(acks) > 1 && bp != nil {
+		if err := bp.AckOrchestrationItems(ctx, acks); err == nil {
+			for i, a := range acks {
+				r.ended(ready[i], a.Ack)
+			}
+			return
+		}
+	}
+	for i, item := range ready {
+		r.commit(ctx, item, acks[i].Ack)
+	}
+}
+
+// ended tells waiters and the hook about an execution a committed turn ended.
+func (r *Runtime) ended(item *OrchestrationItem, ack OrchestrationAck) {
+	if s := ack.Metadata.Status; s != nil {
+		r.notify.done(item.Instance)
+		if r.opts.OnExecutionEnded != nil {
+			r.opts.OnExecutionEnded(item.Instance, ack.ExecutionID, *s)
+		}
+	}
 }
 
 // errPostpone marks turns that cannot run here now (the item is abandoned).
@@ -152,12 +192,7 @@ func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack Orche
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if err = r.p.AckOrchestrationItem(ctx, item.LockToken, ack); err == nil {
-			if s := ack.Metadata.Status; s != nil {
-				r.notify.done(item.Instance)
-				if r.opts.OnExecutionEnded != nil {
-					r.opts.OnExecutionEnded(item.Instance, ack.ExecutionID, *s)
-				}
-			}
+			r.ended(item, ack)
 			return
 		}
 		if !IsRetryable(err) || !sleep(ctx, 10*time.Millisecond<<attempt) {

@@ -102,7 +102,6 @@ type engine struct {
 	queueSubs []*Future          // event-queue subscriptions, in subscription order
 	queued    map[string][]string
 	kv        map[string]KVValue
-	kvTouched map[string]bool // keys written by this turn's new events
 	custom    *string
 	replaying bool
 	now       time.Time
@@ -114,7 +113,7 @@ type engine struct {
 
 func newEngine(t Turn) *engine {
 	e := &engine{t: t, events: append([]Event(nil), t.History...), nHist: len(t.History), futures: map[uint64]*Future{},
-		queued: map[string][]string{}, kv: map[string]KVValue{}, kvTouched: map[string]bool{}}
+		queued: map[string][]string{}, kv: map[string]KVValue{}}
 	for k, v := range t.KVSnapshot {
 		e.kv[k] = v
 	}
@@ -219,6 +218,16 @@ func (e *engine) run(fn Orchestration) TurnResult {
 	for i := 0; !done && i < len(e.events); i++ {
 		if e.deliver(&e.events[i]) {
 			done = resume()
+		}
+	}
+	if e.failure == nil && finished {
+		// A cancel accepted with the message that let the code finish still wins:
+		// the code returned before it was delivered.
+		for i := range e.events {
+			if e.events[i].Kind == EventOrchestrationCancelRequested {
+				e.deliver(&e.events[i])
+				break
+			}
 		}
 	}
 	if e.failure == nil && finished {

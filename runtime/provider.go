@@ -187,3 +187,34 @@ type PruneOptions struct {
 type PruneResult struct {
 	InstancesProcessed, ExecutionsDeleted, EventsDeleted uint64
 }
+
+// BatchProvider is implemented by providers that fetch and commit several items in
+// one transaction. The runtime uses it when present: a turn or an activity then costs
+// a share of a transaction instead of one each.
+type BatchProvider interface {
+	Provider
+	// FetchOrchestrationItems locks up to max instances, each as
+	// FetchOrchestrationItem locks one; when none is ready it waits like
+	// FetchOrchestrationItem and may return fewer.
+	FetchOrchestrationItems(ctx context.Context, opts FetchOptions, max int) ([]*OrchestrationItem, error)
+	// AckOrchestrationItems commits several turns atomically: all of them or, on any
+	// failure, none (the caller then commits them one by one to learn which failed).
+	AckOrchestrationItems(ctx context.Context, acks []TurnAck) error
+	// FetchWorkItems locks up to max worker items, each as FetchWorkItem locks one.
+	FetchWorkItems(ctx context.Context, opts WorkFetchOptions, max int) ([]*WorkItemLease, error)
+	// AckWorkItems acks several work items with their completions atomically: all or
+	// none.
+	AckWorkItems(ctx context.Context, acks []WorkAck) error
+}
+
+// TurnAck is one turn of a batched AckOrchestrationItems.
+type TurnAck struct {
+	Token string
+	Ack   OrchestrationAck
+}
+
+// WorkAck is one item of a batched AckWorkItems.
+type WorkAck struct {
+	Token      string
+	Completion *WorkItem
+}

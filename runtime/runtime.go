@@ -19,10 +19,16 @@ const Version = "0.2.0"
 // Options configure a Runtime. Zero values take the documented defaults, which are
 // duroxide's unless noted.
 type Options struct {
-	// OrchestrationConcurrency is the number of orchestration turns run at once
-	// (default 2).
+	// OrchestrationConcurrency is the number of orchestration dispatchers, each
+	// running the turns of the instances it fetched (default 2).
 	OrchestrationConcurrency int
-	// WorkerConcurrency is the number of activities run at once (default 2).
+	// OrchestrationBatch is how many instances a dispatcher fetches, and commits, per
+	// transaction when the provider is a BatchProvider (default 32; 1 turns batching
+	// off).
+	OrchestrationBatch int
+	// WorkerConcurrency is the number of activities run at once (default 16: an
+	// activity is a goroutine, and free slots let one transaction fetch, and one
+	// commit ack, many activities; duroxide's default is 2).
 	WorkerConcurrency int
 
 	// OrchestratorLockTimeout is how long a turn holds its instance without renewal
@@ -98,7 +104,10 @@ func (o Options) withDefaults() (Options, error) {
 		o.OrchestrationConcurrency = 2
 	}
 	if o.WorkerConcurrency <= 0 {
-		o.WorkerConcurrency = 2
+		o.WorkerConcurrency = 16
+	}
+	if o.OrchestrationBatch <= 0 {
+		o.OrchestrationBatch = 32
 	}
 	def(&o.OrchestratorLockTimeout, 5*time.Second)
 	def(&o.WorkerLockTimeout, 30*time.Second)
@@ -182,7 +191,7 @@ func New(p Provider, reg *Registry, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	return &Runtime{p: p, reg: reg, opts: o, log: o.Logger, finished: make(chan struct{}),
-		sessions: sessionTracker{seen: map[string]time.Time{}}, notify: newCompletions()}, nil
+		sessions: sessionTracker{inFlight: map[string]int{}}, notify: newCompletions()}, nil
 }
 
 // ErrRunning is returned by Run when the runtime already ran.
@@ -213,9 +222,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		wg.Go(func() { r.orchestrationLoop(fetchCtx, workCtx) })
 	}
 	if r.opts.WorkerTags.Mode != TagNone {
-		for i := 0; i < r.opts.WorkerConcurrency; i++ {
-			wg.Go(func() { r.workerLoop(fetchCtx, workCtx) })
-		}
+		wg.Go(func() { r.workers(fetchCtx, workCtx) })
 		wg.Go(func() { r.sessionManager(fetchCtx) })
 	}
 	r.log.Info("duroq runtime started", "version", r.opts.RuntimeVersion, "orchestrations", r.opts.OrchestrationConcurrency,

@@ -1,0 +1,141 @@
+package adapter
+
+import (
+	"context"
+
+	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/runtime"
+)
+
+var _ runtime.BatchProvider = (*Provider)(nil)
+
+// FetchOrchestrationItems implements runtime.BatchProvider: the routing-key batches
+// of up to max instances are locked in one transaction, then each is read like a
+// single fetch. With nothing ready it long-polls for one.
+func (p *Provider) FetchOrchestrationItems(ctx context.Context, o runtime.FetchOptions, max int) ([]*runtime.OrchestrationItem, error) {
+	const op = "fetch_orchestration_items"
+	batches, err := p.dequeueMany(ctx, p.orchQ, mq.DequeueOptions{LockTimeout: o.LockTimeout, KeyAttr: attrRanges(o.Filter)}, max)
+	if err != nil {
+		return nil, classify(op, err)
+	}
+	if len(batches) == 0 {
+		item, err := p.FetchOrchestrationItem(ctx, o)
+		if item == nil {
+			return nil, err
+		}
+		return []*runtime.OrchestrationItem{item}, err
+	}
+	items := make([]*runtime.OrchestrationItem, 0, len(batches))
+	for i, b := range batches {
+		item, err := p.orchestrationItem(ctx, b)
+		if err != nil {
+			// Release what this call locked but cannot hand over.
+			for _, rest := range batches[i+1:] {
+				_ = p.q.Abandon(context.WithoutCancel(ctx), rest.Token, mq.AbandonOptions{IgnoreAttempt: true})
+			}
+			for _, it := range items {
+				_ = p.q.Abandon(context.WithoutCancel(ctx), it.LockToken, mq.AbandonOptions{IgnoreAttempt: true})
+			}
+			return nil, err
+		}
+		if item != nil {
+			items = append(items, item)
+		}
+	}
+	return items, nil
+}
+
+// dequeueMany locks up to max batches of queue in one transaction.
+func (p *Provider) dequeueMany(ctx context.Context, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
+	var batches []*mq.Batch
+	err := p.b.run(ctx, func(tx txn) error {
+		batches = batches[:0]
+		for len(batches) < max {
+			b, err := tx.dequeue(queue, opts)
+			if err != nil || b == nil {
+				return err
+			}
+			batches = append(batches, b)
+		}
+		return nil
+	})
+	if err == nil && len(batches) > 0 {
+		p.writes.Add(1)
+	}
+	return batches, err
+}
+
+// AckOrchestrationItems implements runtime.BatchProvider: every turn commits in one
+// transaction, or none does.
+func (p *Provider) AckOrchestrationItems(ctx context.Context, acks []runtime.TurnAck) error {
+	const op = "ack_orchestration_items"
+	commits := make([]*turnCommit, len(acks))
+	for i, a := range acks {
+		c, err := p.prepareAck(a.Token, a.Ack)
+		if err != nil {
+			return classify(op, err)
+		}
+		commits[i] = c
+	}
+	return p.wrote(op, p.b.run(ctx, func(tx txn) error {
+		for _, c := range commits {
+			if err := c.apply(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// FetchWorkItems implements runtime.BatchProvider: up to max worker items locked in
+// one transaction; with nothing ready it long-polls for one.
+func (p *Provider) FetchWorkItems(ctx context.Context, o runtime.WorkFetchOptions, max int) ([]*runtime.WorkItemLease, error) {
+	const op = "fetch_work_items"
+	batches, err := p.dequeueMany(ctx, p.workQ, workDequeueOptions(o), max)
+	if err != nil {
+		return nil, classify(op, err)
+	}
+	if len(batches) == 0 {
+		lease, err := p.FetchWorkItem(ctx, o)
+		if lease == nil {
+			return nil, err
+		}
+		return []*runtime.WorkItemLease{lease}, err
+	}
+	leases := make([]*runtime.WorkItemLease, 0, len(batches))
+	for _, b := range batches {
+		if lease := p.workLease(ctx, b); lease != nil {
+			leases = append(leases, lease)
+		}
+	}
+	return leases, nil
+}
+
+// AckWorkItems implements runtime.BatchProvider: every item is acked with its
+// completion enqueued in one transaction, or none is.
+func (p *Provider) AckWorkItems(ctx context.Context, acks []runtime.WorkAck) error {
+	const op = "ack_work_items"
+	completions := make([]*mq.Message, len(acks))
+	for i, a := range acks {
+		if a.Completion != nil {
+			m, err := p.orchMessage(a.Completion, 0)
+			if err != nil {
+				return classify(op, err)
+			}
+			completions[i] = &m
+		}
+	}
+	return p.wrote(op, p.b.run(ctx, func(tx txn) error {
+		for i, a := range acks {
+			if err := tx.ack(a.Token); err != nil {
+				return err
+			}
+			if m := completions[i]; m != nil {
+				if err := tx.enqueue(*m); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+}
