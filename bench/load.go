@@ -26,7 +26,8 @@ type Config struct {
 	N        int // instances (default 1000)
 	K        int // sequential steps per instance: activities, timers or events (default 2)
 	F        int // parallel activities per fanout instance (default 5)
-	// ActivityDelay is how long each activity sleeps (default 0; fanout: 10 ms).
+	// ActivityDelay is how long each activity sleeps (default 0; fanout: 10 ms; a
+	// negative delay means none, also for fanout).
 	ActivityDelay time.Duration
 	// TimerDelay is each timer's duration (default 1 ms).
 	TimerDelay time.Duration
@@ -55,6 +56,7 @@ func (c *Config) defaults() error {
 		if c.ActivityDelay == 0 {
 			c.ActivityDelay = 10 * time.Millisecond
 		}
+		c.ActivityDelay = max(c.ActivityDelay, 0)
 	case WorkloadSeq, WorkloadTimers, WorkloadEvents:
 	default:
 		return fmt.Errorf("bench: unknown workload %q (want seq, fanout, timers or events)", c.Workload)

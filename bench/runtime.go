@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/duroq/duroq/runtime"
+)
+
+// ProviderFactory returns a fresh, empty provider for one benchmark; the harness
+// closes it.
+type ProviderFactory func(b *testing.B) runtime.Provider
+
+func openProvider(b *testing.B, f ProviderFactory) runtime.Provider {
+	b.Helper()
+	p := f(b)
+	b.Cleanup(func() { p.Close() })
+	return p
+}
+
+// Runtime runs the end-to-end workloads of Load on the providers f makes, an
+// orchestration per op (b.N instances, all started before the runtime):
+// seq/k=2 (2 sequential no-op activities), fanout/f=5, timers/k=2 and events/k=2.
+// Each reports orch/s and the p99 latency.
+func Runtime(b *testing.B, f ProviderFactory) {
+	for _, c := range []Config{{Workload: WorkloadSeq, K: 2}, {Workload: WorkloadFanout, F: 5, ActivityDelay: -1},
+		{Workload: WorkloadTimers, K: 2}, {Workload: WorkloadEvents, K: 2}} {
+		name := fmt.Sprintf("%s/k=%d", c.Workload, c.K)
+		if c.Workload == WorkloadFanout {
+			name = fmt.Sprintf("%s/f=%d", c.Workload, c.F)
+		}
+		b.Run(name, func(b *testing.B) {
+			p := openProvider(b, f)
+			c.N = b.N
+			b.ResetTimer()
+			r, err := Load(context.Background(), p, c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(r.OrchPerSec, "orch/s")
+			b.ReportMetric(float64(r.P99.Microseconds())/1000, "p99-ms")
+		})
+	}
+}
+
+// Provider measures the provider contract alone: an op is one orchestration turn
+// (fetch of a start item, ack appending two events and enqueueing one activity) and
+// one activity (fetch, ack with its completion).
+func Provider(b *testing.B, f ProviderFactory) {
+	b.Run("TurnAndActivity", func(b *testing.B) {
+		p := openProvider(b, f)
+		ctx := context.Background()
+		for i := range b.N {
+			id := fmt.Sprintf("p-%d", i)
+			if err := p.EnqueueForOrchestrator(ctx, runtime.WorkItem{Kind: runtime.WorkStartOrchestration, Instance: id,
+				ExecutionID: 1, Name: "O", Version: "1.0.0"}, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		for range b.N {
+			item, err := p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: 30e9})
+			if err != nil || item == nil {
+				b.Fatalf("fetch: %v, %v", item, err)
+			}
+			ack := runtime.OrchestrationAck{ExecutionID: 1,
+				HistoryDelta: []runtime.Event{{Kind: runtime.EventOrchestrationStarted, EventID: 1, Name: "O", Version: "1.0.0"},
+					{Kind: runtime.EventActivityScheduled, EventID: 2, Name: "A"}},
+				WorkerItems: []runtime.WorkItem{{Kind: runtime.WorkActivityExecute, Instance: item.Instance, ExecutionID: 1, ID: 2, Name: "A"}}}
+			if err := p.AckOrchestrationItem(ctx, item.LockToken, ack); err != nil {
+				b.Fatal(err)
+			}
+			lease, err := p.FetchWorkItem(ctx, runtime.WorkFetchOptions{LockTimeout: 30e9})
+			if err != nil || lease == nil {
+				b.Fatalf("fetch work: %v, %v", lease, err)
+			}
+			done := &runtime.WorkItem{Kind: runtime.WorkActivityCompleted, Instance: lease.Item.Instance, ExecutionID: 1, ID: 2}
+			if err := p.AckWorkItem(ctx, lease.LockToken, done); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
+	})
+}
