@@ -63,17 +63,7 @@ func NewActivity[In, Out any](name string) ActivityDef[In, Out] {
 
 // Register adds fn to r under the activity's name.
 func (a ActivityDef[In, Out]) Register(r *Registry, fn func(ctx *ActivityContext, in In) (Out, error)) error {
-	return r.RegisterActivity(a.Name, func(ctx *ActivityContext, input string) (string, error) {
-		in, err := Decode[In](input)
-		if err != nil {
-			return "", err
-		}
-		out, err := fn(ctx, in)
-		if err != nil {
-			return "", err
-		}
-		return Encode(out)
-	})
+	return r.RegisterActivity(a.Name, typedCode(fn))
 }
 
 // Schedule schedules the activity with in.
@@ -102,8 +92,9 @@ func NewOrchestration[In, Out any](name string) OrchestrationDef[In, Out] {
 	return OrchestrationDef[In, Out]{Name: name}
 }
 
-func (o OrchestrationDef[In, Out]) wrap(fn func(ctx *Context, in In) (Out, error)) Orchestration {
-	return func(ctx *Context, input string) (string, error) {
+// typedCode adapts typed code (an activity or an orchestration) to payloads.
+func typedCode[C any, In, Out any](fn func(ctx C, in In) (Out, error)) func(C, string) (string, error) {
+	return func(ctx C, input string) (string, error) {
 		in, err := Decode[In](input)
 		if err != nil {
 			return "", err
@@ -118,12 +109,12 @@ func (o OrchestrationDef[In, Out]) wrap(fn func(ctx *Context, in In) (Out, error
 
 // Register adds fn to r at DefaultVersion.
 func (o OrchestrationDef[In, Out]) Register(r *Registry, fn func(ctx *Context, in In) (Out, error)) error {
-	return r.RegisterOrchestration(o.Name, o.wrap(fn))
+	return r.RegisterOrchestration(o.Name, typedCode(fn))
 }
 
 // RegisterVersion adds fn to r at version.
 func (o OrchestrationDef[In, Out]) RegisterVersion(r *Registry, version string, fn func(ctx *Context, in In) (Out, error)) error {
-	return r.RegisterOrchestrationVersion(o.Name, version, o.wrap(fn))
+	return r.RegisterOrchestrationVersion(o.Name, version, typedCode(fn))
 }
 
 // Start starts instance with in.
