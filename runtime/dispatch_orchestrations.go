@@ -208,15 +208,13 @@ func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack Orche
 	}
 }
 
-func hasKind(items []WorkItem, k WorkItemKind) bool { return firstKind(items, k) >= 0 }
-
-func firstKind(items []WorkItem, k WorkItemKind) int {
+func hasKind(items []WorkItem, k WorkItemKind) bool {
 	for i := range items {
 		if items[i].Kind == k {
-			return i
+			return true
 		}
 	}
-	return -1
+	return false
 }
 
 // firstStart is the index of the message that starts an execution, or -1.
