@@ -598,6 +598,9 @@ func (e *engine) finish() TurnResult {
 			e.res.WorkerItems = append(e.res.WorkerItems, WorkItem{Kind: WorkActivityExecute, Instance: e.t.Instance,
 				ExecutionID: e.t.ExecutionID, ID: ev.EventID, Name: ev.Name, Input: ev.Input, SessionID: ev.SessionID, Tag: ev.Tag})
 		case EventTimerCreated:
+			if e.res.Status != StatusRunning {
+				continue // the execution ended: nobody can consume the timer
+			}
 			e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkTimerFired, Instance: e.t.Instance,
 				ExecutionID: e.t.ExecutionID, ID: ev.EventID, FireAtMs: ev.FireAtMs})
 		case EventSubOrchestrationScheduled:
