@@ -14,7 +14,19 @@ var _ runtime.BatchProvider = (*Provider)(nil)
 // single fetch. With nothing ready it long-polls for one.
 func (p *Provider) FetchOrchestrationItems(ctx context.Context, o runtime.FetchOptions, max int) ([]*runtime.OrchestrationItem, error) {
 	const op = "fetch_orchestration_items"
-	batches, err := p.dequeueMany(ctx, p.orchQ, mq.DequeueOptions{LockTimeout: o.LockTimeout, KeyAttr: attrRanges(o.Filter)}, max)
+	var states []storedState
+	batches, err := p.dequeueMany(ctx, p.orchQ, mq.DequeueOptions{LockTimeout: o.LockTimeout, KeyAttr: attrRanges(o.Filter)}, max,
+		func(tx txn, batches []*mq.Batch) error {
+			states = make([]storedState, len(batches))
+			for i, b := range batches {
+				st, err := readState(tx, b.RoutingKey)
+				if err != nil {
+					return err
+				}
+				states[i] = st
+			}
+			return nil
+		})
 	if err != nil {
 		return nil, classify(op, err)
 	}
@@ -27,7 +39,7 @@ func (p *Provider) FetchOrchestrationItems(ctx context.Context, o runtime.FetchO
 	}
 	items := make([]*runtime.OrchestrationItem, 0, len(batches))
 	for i, b := range batches {
-		item, err := p.orchestrationItem(ctx, b)
+		item, err := p.orchestrationItem(ctx, b, states[i])
 		if err != nil {
 			// Release what this call locked but cannot hand over.
 			for _, rest := range batches[i+1:] {
@@ -45,19 +57,16 @@ func (p *Provider) FetchOrchestrationItems(ctx context.Context, o runtime.FetchO
 	return items, nil
 }
 
-// dequeueMany locks up to max batches of queue in one transaction.
-func (p *Provider) dequeueMany(ctx context.Context, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
+// dequeueMany locks up to max batches of queue in one transaction, in which then
+// (when not nil) reads what the batches need.
+func (p *Provider) dequeueMany(ctx context.Context, queue string, opts mq.DequeueOptions, max int, then func(tx txn, batches []*mq.Batch) error) ([]*mq.Batch, error) {
 	var batches []*mq.Batch
-	err := p.b.run(ctx, func(tx txn) error {
-		batches = batches[:0]
-		for len(batches) < max {
-			b, err := tx.dequeue(queue, opts)
-			if err != nil || b == nil {
-				return err
-			}
-			batches = append(batches, b)
+	err := p.b.run(ctx, func(tx txn) (err error) {
+		batches, err = tx.dequeueMany(queue, opts, max)
+		if err == nil && then != nil && len(batches) > 0 {
+			err = then(tx, batches)
 		}
-		return nil
+		return err
 	})
 	if err == nil && len(batches) > 0 {
 		p.writes.Add(1)
@@ -91,7 +100,7 @@ func (p *Provider) AckOrchestrationItems(ctx context.Context, acks []runtime.Tur
 // one transaction; with nothing ready it long-polls for one.
 func (p *Provider) FetchWorkItems(ctx context.Context, o runtime.WorkFetchOptions, max int) ([]*runtime.WorkItemLease, error) {
 	const op = "fetch_work_items"
-	batches, err := p.dequeueMany(ctx, p.workQ, workDequeueOptions(o), max)
+	batches, err := p.dequeueMany(ctx, p.workQ, workDequeueOptions(o), max, nil)
 	if err != nil {
 		return nil, classify(op, err)
 	}

@@ -21,13 +21,56 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, o runtime.FetchOp
 		return nil, classify(op, err)
 	}
 	p.writes.Add(1) // the dequeue's transaction
-	return p.orchestrationItem(ctx, b)
+	var st storedState
+	err = p.b.run(ctx, func(tx txn) (err error) {
+		st, err = readState(tx, b.RoutingKey)
+		return err
+	})
+	if err != nil {
+		return nil, p.abandonAfter(ctx, op, b.Token, err)
+	}
+	return p.orchestrationItem(ctx, b, st)
 }
 
-// orchestrationItem turns a locked batch of an instance's messages into its item:
-// the messages decoded, the current execution's history and the KV snapshot. It
-// returns (nil, nil) after settling a batch that is not work (see newInstanceItem).
-func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch) (*runtime.OrchestrationItem, error) {
+// storedState is what a fetch reads of an instance: its stream, the current
+// partition's events and the KV snapshot.
+type storedState struct {
+	found   bool // the stream exists
+	info    eventstore.StreamInfo
+	events  []eventstore.Event
+	corrupt error // the events could not be read intact
+	kv      map[string]eventstore.KVEntry
+}
+
+// readState reads an instance's stored state in tx. Corrupt events are state (the
+// runtime handles them as poison); any other failure is an error.
+func readState(tx txn, instance string) (storedState, error) {
+	var st storedState
+	info, err := tx.stream(instance)
+	switch {
+	case errors.Is(err, eventstore.ErrNotFound):
+		return st, nil
+	case err != nil:
+		return st, err
+	}
+	st.found, st.info = true, info
+	st.events, err = tx.read(instance, info.CurrentPartition)
+	if errors.Is(err, eventstore.ErrCorrupt) {
+		st.events, st.corrupt = nil, err
+	} else if err != nil {
+		return st, err
+	}
+	st.kv, err = tx.kvSnapshot(instance)
+	if err != nil && !errors.Is(err, eventstore.ErrNotFound) {
+		return st, err
+	}
+	return st, nil
+}
+
+// orchestrationItem turns a locked batch of an instance's messages and its stored
+// state into its item. It returns (nil, nil) after settling a batch that is not work
+// (see newInstanceItem).
+func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st storedState) (*runtime.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	var err error
 	instance := b.RoutingKey
@@ -42,34 +85,23 @@ func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch) (*runtime
 	}
 	item := &runtime.OrchestrationItem{Instance: instance, Messages: msgs, LockToken: b.Token,
 		AttemptCount: uint32(b.MaxAttempt()), ExecutionID: runtime.InitialExecutionID}
-
-	info, err := p.s.Stream(ctx, instance)
-	switch {
-	case errors.Is(err, eventstore.ErrNotFound):
+	if !st.found {
 		return p.newInstanceItem(ctx, item)
-	case err != nil:
-		return nil, p.abandonAfter(ctx, op, b.Token, err)
 	}
+	info := st.info
 	item.OrchestrationName, item.Version, item.ExecutionID = info.Name, info.Version, uint64(info.CurrentPartition)
-	stored, err := p.s.Read(ctx, instance, info.CurrentPartition)
+	err = st.corrupt
 	if err == nil {
-		item.History, err = fromStored(stored)
+		item.History, err = fromStored(st.events)
 	}
 	if err != nil {
-		if !errors.Is(err, eventstore.ErrCorrupt) && !errors.Is(err, runtime.ErrCorruptHistory) {
-			return nil, p.abandonAfter(ctx, op, b.Token, err)
-		}
 		// Undecodable history is the runtime's to handle (poison): the lock stays held.
 		item.History, item.HistoryError = nil, err.Error()
 	}
 	if item.OrchestrationName == "" {
 		item.OrchestrationName, item.Version = nameFrom(item.History, msgs)
 	}
-	snapshot, err := p.s.KVSnapshot(ctx, instance)
-	if err != nil && !errors.Is(err, eventstore.ErrNotFound) {
-		return nil, p.abandonAfter(ctx, op, b.Token, err)
-	}
-	item.KVSnapshot = kvValues(snapshot)
+	item.KVSnapshot = kvValues(st.kv)
 	return item, nil
 }
 
@@ -149,6 +181,9 @@ type turnCommit struct {
 	customStat **string
 	execution  int64
 	update     eventstore.StreamUpdate
+	// startsExecution: the delta opens an execution (it holds its
+	// OrchestrationStarted event).
+	startsExecution bool
 }
 
 func (p *Provider) prepareAck(token string, a runtime.OrchestrationAck) (*turnCommit, error) {
@@ -157,6 +192,9 @@ func (p *Provider) prepareAck(token string, a runtime.OrchestrationAck) (*turnCo
 		return nil, err
 	}
 	c := &turnCommit{p: p, token: token, a: a, events: events, execution: int64(a.ExecutionID)}
+	for _, e := range a.HistoryDelta {
+		c.startsExecution = c.startsExecution || e.Kind == runtime.EventOrchestrationStarted
+	}
 	for i := range a.WorkerItems {
 		m, err := p.workMessage(&a.WorkerItems[i])
 		if err != nil {
@@ -198,9 +236,10 @@ func (p *Provider) prepareAck(token string, a runtime.OrchestrationAck) (*turnCo
 	return c, nil
 }
 
-// apply performs the commit inside tx.
+// apply performs the commit inside tx. The ack comes first: it proves the lock is
+// still held and names the instance, in one statement.
 func (c *turnCommit) apply(tx txn) error {
-	lock, err := tx.lock(c.token)
+	lock, err := tx.ackLock(c.token)
 	if err != nil {
 		return err
 	}
@@ -208,10 +247,6 @@ func (c *turnCommit) apply(tx txn) error {
 		return fmt.Errorf("%w: token %q holds a message of queue %q, not the orchestrator queue", runtime.ErrLockLost, c.token, lock.Queue)
 	}
 	instance := lock.RoutingKey
-	previous, err := tx.latestPartition(instance)
-	if err != nil && !errors.Is(err, eventstore.ErrNotFound) {
-		return err
-	}
 	if err := tx.appendEvents(instance, c.execution, c.events); err != nil {
 		return err
 	}
@@ -240,7 +275,7 @@ func (c *turnCommit) apply(tx txn) error {
 		if err := tx.setKeyAttr(c.p.orchQ, instance, &ord); err != nil {
 			return err
 		}
-	} else if c.execution > previous {
+	} else if c.startsExecution {
 		// A new execution starts unpinned until told otherwise.
 		if err := tx.setKeyAttr(c.p.orchQ, instance, nil); err != nil {
 			return err
@@ -256,7 +291,7 @@ func (c *turnCommit) apply(tx txn) error {
 			return err
 		}
 	}
-	return tx.ack(c.token)
+	return nil
 }
 
 // deltaSideEffects extracts the KV mutations (in order) and the last custom status

@@ -21,15 +21,20 @@ var ErrNotComposable = errors.New("adapter: the queue and the event store do not
 // implementations run every call inside the same underlying transaction.
 type txn interface {
 	lock(token string) (mq.LockInfo, error)
-	dequeue(queue string, opts mq.DequeueOptions) (*mq.Batch, error)
+	dequeueMany(queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error)
 	enqueue(msgs ...mq.Message) error
 	ack(token string) error
+	// ackLock is ack that says what token held (its lock, as lock says it).
+	ackLock(token string) (mq.LockInfo, error)
 	remove(queue string, keys ...string) (int, error)
 	removePrefix(queue, prefix string) (int, error)
 	purgeKey(queue, routingKey string) (int, error)
 	setKeyAttr(queue, routingKey string, attr *int64) error
 
 	latestPartition(stream string) (int64, error)
+	stream(stream string) (eventstore.StreamInfo, error)
+	read(stream string, partition int64) ([]eventstore.Event, error)
+	kvSnapshot(stream string) (map[string]eventstore.KVEntry, error)
 	appendEvents(stream string, partition int64, events []eventstore.Event) error
 	update(stream string, u eventstore.StreamUpdate) error
 	setCustomStatus(stream string, value *string) (int64, error)
@@ -81,12 +86,34 @@ type memTxn struct {
 }
 
 func (t memTxn) lock(token string) (mq.LockInfo, error) { return t.b.q.LockTx(t.tx, token) }
-func (t memTxn) dequeue(queue string, opts mq.DequeueOptions) (*mq.Batch, error) {
-	b, _, err := t.b.q.DequeueTx(t.tx, queue, opts)
-	return b, err
+func (t memTxn) dequeueMany(queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
+	return dequeueEach(max, func() (*mq.Batch, error) {
+		b, _, err := t.b.q.DequeueTx(t.tx, queue, opts)
+		return b, err
+	})
+}
+
+// dequeueEach collects up to max batches from one-at-a-time dequeues.
+func dequeueEach(max int, dequeue func() (*mq.Batch, error)) ([]*mq.Batch, error) {
+	var batches []*mq.Batch
+	for len(batches) < max {
+		b, err := dequeue()
+		if err != nil || b == nil {
+			return batches, err
+		}
+		batches = append(batches, b)
+	}
+	return batches, nil
 }
 func (t memTxn) enqueue(msgs ...mq.Message) error { return t.b.q.EnqueueTx(t.tx, msgs...) }
 func (t memTxn) ack(token string) error           { return t.b.q.AckTx(t.tx, token) }
+func (t memTxn) ackLock(token string) (mq.LockInfo, error) {
+	info, err := t.lock(token)
+	if err != nil {
+		return info, err
+	}
+	return info, t.ack(token)
+}
 func (t memTxn) remove(queue string, keys ...string) (int, error) {
 	return t.b.q.RemoveTx(t.tx, queue, keys...)
 }
@@ -101,6 +128,15 @@ func (t memTxn) setKeyAttr(queue, routingKey string, attr *int64) error {
 }
 func (t memTxn) latestPartition(stream string) (int64, error) {
 	return t.b.s.LatestPartitionTx(t.ctx, t.tx, stream)
+}
+func (t memTxn) stream(stream string) (eventstore.StreamInfo, error) {
+	return t.b.s.StreamTx(t.ctx, t.tx, stream)
+}
+func (t memTxn) read(stream string, partition int64) ([]eventstore.Event, error) {
+	return t.b.s.ReadTx(t.ctx, t.tx, stream, partition)
+}
+func (t memTxn) kvSnapshot(stream string) (map[string]eventstore.KVEntry, error) {
+	return t.b.s.KVSnapshotTx(t.ctx, t.tx, stream)
 }
 func (t memTxn) appendEvents(stream string, partition int64, events []eventstore.Event) error {
 	return t.b.s.AppendTx(t.ctx, t.tx, stream, partition, events)
@@ -149,6 +185,9 @@ type sqlQueue interface {
 type sqlStore interface {
 	DB() *sqlx.DB
 	LatestPartitionTx(ctx context.Context, q sqlx.QueryerContext, stream string) (int64, error)
+	StreamTx(ctx context.Context, q sqlx.QueryerContext, stream string) (eventstore.StreamInfo, error)
+	ReadTx(ctx context.Context, q sqlx.QueryerContext, stream string, partition int64) ([]eventstore.Event, error)
+	KVSnapshotTx(ctx context.Context, q sqlx.QueryerContext, stream string) (map[string]eventstore.KVEntry, error)
 	AppendTx(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, events []eventstore.Event) error
 	UpdateTx(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate) error
 	SetCustomStatusTx(ctx context.Context, tx *sqlx.Tx, stream string, value *string) (int64, error)
@@ -180,7 +219,7 @@ func (b sqlBinding) run(ctx context.Context, fn func(tx txn) error) error {
 	var err error
 	if b.db.DriverName() == "sqlite3" {
 		// SQLite has one writer: queue on the process's write lock.
-		err = sqltx.RunLocked(ctx, b.db, sqlitedb.WriteLock(b.db), attempt)
+		err = sqlitedb.WriterOf(b.db).Run(ctx, attempt)
 	} else {
 		for i := 1; ; i++ {
 			err = sqltx.Run(ctx, b.db, attempt)
@@ -222,10 +261,46 @@ func (t *sqlTxn) enqueue(msgs ...mq.Message) error {
 	return t.b.q.EnqueueTx(t.ctx, t.tx, msgs...)
 }
 func (t *sqlTxn) ack(token string) error { return t.b.q.AckTx(t.ctx, t.tx, token) }
-func (t *sqlTxn) dequeue(queue string, opts mq.DequeueOptions) (*mq.Batch, error) {
-	b, _, err := t.b.q.DequeueTx(t.ctx, t.tx, queue, opts)
-	return b, err
+
+// ackLock also marks the lock's queue for a wake-up: the ack released it.
+func (t *sqlTxn) ackLock(token string) (mq.LockInfo, error) {
+	q, ok := t.b.q.(lockAcker)
+	if !ok {
+		info, err := t.lock(token)
+		if err != nil {
+			return info, err
+		}
+		return info, t.ack(token)
+	}
+	info, err := q.AckLockTx(t.ctx, t.tx, token)
+	if err == nil {
+		t.touch(info.Queue)
+	}
+	return info, err
 }
+
+// lockAcker is a SQL queue that acks and says what the token held in one statement
+// (mq/sqlite).
+type lockAcker interface {
+	AckLockTx(ctx context.Context, tx *sqlx.Tx, token string) (mq.LockInfo, error)
+}
+
+func (t *sqlTxn) dequeueMany(queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
+	if q, ok := t.b.q.(manyDequeuer); ok {
+		return q.DequeueManyTx(t.ctx, t.tx, queue, opts, max)
+	}
+	return dequeueEach(max, func() (*mq.Batch, error) {
+		b, _, err := t.b.q.DequeueTx(t.ctx, t.tx, queue, opts)
+		return b, err
+	})
+}
+
+// manyDequeuer is a SQL queue that locks many batches in a few set-based statements
+// (mq/sqlite).
+type manyDequeuer interface {
+	DequeueManyTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error)
+}
+
 func (t *sqlTxn) remove(queue string, keys ...string) (int, error) {
 	t.touch(queue)
 	return t.b.q.RemoveTx(t.ctx, t.tx, queue, keys...)
@@ -242,6 +317,15 @@ func (t *sqlTxn) setKeyAttr(queue, routingKey string, attr *int64) error {
 }
 func (t *sqlTxn) latestPartition(stream string) (int64, error) {
 	return t.b.s.LatestPartitionTx(t.ctx, t.tx, stream)
+}
+func (t *sqlTxn) stream(stream string) (eventstore.StreamInfo, error) {
+	return t.b.s.StreamTx(t.ctx, t.tx, stream)
+}
+func (t *sqlTxn) read(stream string, partition int64) ([]eventstore.Event, error) {
+	return t.b.s.ReadTx(t.ctx, t.tx, stream, partition)
+}
+func (t *sqlTxn) kvSnapshot(stream string) (map[string]eventstore.KVEntry, error) {
+	return t.b.s.KVSnapshotTx(t.ctx, t.tx, stream)
 }
 func (t *sqlTxn) appendEvents(stream string, partition int64, events []eventstore.Event) error {
 	return t.b.s.AppendTx(t.ctx, t.tx, stream, partition, events)

@@ -10,7 +10,7 @@
 // KVSnapshotTx, ...) run inside the caller's transaction, so events, metadata and
 // queue writes commit together:
 //
-//	err := sqltx.RunLocked(ctx, db, sqlitedb.WriteLock(db), func(tx *sqlx.Tx) error {
+//	err := sqlitedb.WriterOf(db).Run(ctx, func(tx *sqlx.Tx) error {
 //		if err := store.AppendTx(ctx, tx, id, 1, events); err != nil {
 //			return err
 //		}

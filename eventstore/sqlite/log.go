@@ -2,15 +2,19 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/internal/essql"
 	"github.com/jmoiron/sqlx"
 )
 
-// Append implements eventstore.Log: one INSERT per event (the primary key rejects a
-// duplicate), then the partition's counters and the stream's current partition are
+// Append implements eventstore.Log: the events in one INSERT (the primary key
+// rejects a duplicate), then the partition's counters and the stream's current partition are
 // bumped in place. No stored event is read.
 func (s *Store) Append(ctx context.Context, stream string, partition int64, events []eventstore.Event) error {
 	return s.c.Append(ctx, stream, partition, events)
@@ -23,21 +27,52 @@ func (s *Store) AppendTx(ctx context.Context, tx *sqlx.Tx, stream string, partit
 
 func (s *Store) append(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, events []eventstore.Event, now int64) error {
 	var size int64
-	for _, e := range events {
-		data, sum := essql.Stored(e)
-		if _, err := s.exec(ctx, tx, qInsertEvent, stream, partition, e.Seq, e.Type, data, sum, now); err != nil {
-			if isDuplicate(err) {
-				return &eventstore.ConflictError{Stream: stream, Partition: partition, Seq: e.Seq}
+	for chunk := range slices.Chunk(events, insertChunk) {
+		var sb strings.Builder
+		sb.WriteString(qInsertEvents)
+		args := make([]any, 0, len(chunk)*7)
+		for i, e := range chunk {
+			if i > 0 {
+				sb.WriteString(",")
 			}
-			return fmt.Errorf("insert event %d: %w", e.Seq, err)
+			sb.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+			data, sum := essql.Stored(e)
+			args = append(args, stream, partition, e.Seq, e.Type, data, sum, now)
+			size += int64(len(data))
 		}
-		size += int64(len(data))
+		if _, err := s.exec(ctx, tx, sb.String(), args...); err != nil {
+			if isDuplicate(err) {
+				return s.conflict(ctx, tx, stream, partition, chunk)
+			}
+			return fmt.Errorf("insert events %d-%d: %w", chunk[0].Seq, chunk[len(chunk)-1].Seq, err)
+		}
 	}
 	if _, err := s.exec(ctx, tx, qAddPartitionCounts, stream, partition, now, len(events), size); err != nil {
 		return err
 	}
 	_, err := s.exec(ctx, tx, qTouchStreamOnAppend, stream, partition, now)
 	return err
+}
+
+// insertChunk bounds the events of one INSERT (7 parameters each) well below
+// SQLite's parameter limit.
+const insertChunk = 256
+
+// conflict names the first of events whose sequence number is already stored: the
+// primary key, not a read per append, rejects duplicates, so only a failed insert
+// pays for finding which one it was.
+func (s *Store) conflict(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, events []eventstore.Event) error {
+	for _, e := range events {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM es_events WHERE stream = ? AND partition = ? AND seq = ?`, stream, partition, e.Seq).Scan(&one)
+		if err == nil {
+			return &eventstore.ConflictError{Stream: stream, Partition: partition, Seq: e.Seq}
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+	}
+	return &eventstore.ConflictError{Stream: stream, Partition: partition, Seq: events[0].Seq}
 }
 
 // Read implements eventstore.Log.

@@ -18,20 +18,14 @@ func (s *Store) UpdateTx(ctx context.Context, tx *sqlx.Tx, stream string, u even
 	return s.c.UpdateTx(ctx, tx, stream, u)
 }
 
-// updateRows creates the stream and the partition if needed, updates the
-// partition, then the stream's mirror of its current partition.
+// updateRows creates or updates the partition, then the stream's mirror of its
+// current partition: one upsert each.
 func (s *Store) updateRows(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate, status any, ends bool, now int64) error {
-	if _, err := s.exec(ctx, tx, qEnsureStream, stream, u.Partition, now); err != nil {
-		return err
-	}
-	if _, err := s.exec(ctx, tx, qEnsurePartition, stream, u.Partition, now); err != nil {
-		return err
-	}
-	if _, err := s.exec(ctx, tx, qUpdatePartition,
+	if _, err := s.exec(ctx, tx, qUpsertPartition,
 		status, ends, now, essql.NullString(u.Output), essql.NullString(u.PinnedVersion), stream, u.Partition); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, tx, qUpdateStream,
+	_, err := s.exec(ctx, tx, qUpsertStream,
 		essql.NullString(u.Name), essql.NullString(u.Version), u.Parent != nil, essql.NullString(u.Parent), u.Partition, now, stream)
 	return err
 }

@@ -90,8 +90,8 @@ WHERE s.stream = ?`,
 
 // The statements of this backend's own steps, Append and Update.
 const (
-	qInsertEvent = `INSERT INTO es_events (stream, partition, seq, type, data, checksum, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)`
+	// qInsertEvents is followed by one "(?, ?, ?, ?, ?, ?, ?)" per event.
+	qInsertEvents = `INSERT INTO es_events (stream, partition, seq, type, data, checksum, created_at) VALUES `
 
 	// qAddPartitionCounts creates the partition (Running) or adds to its counters.
 	qAddPartitionCounts = `INSERT INTO es_partitions (stream, partition, status, started_at, event_count, bytes)
@@ -110,32 +110,29 @@ ON CONFLICT (stream) DO UPDATE SET
 	current_partition = MAX(es_streams.current_partition, excluded.current_partition),
 	updated_at = excluded.updated_at`
 
-	qEnsureStream = `INSERT INTO es_streams (stream, status, current_partition, created_at, updated_at)
-VALUES (?1, 'Running', ?2, ?3, ?3)
-ON CONFLICT (stream) DO NOTHING`
-
-	qEnsurePartition = `INSERT INTO es_partitions (stream, partition, status, started_at)
-VALUES (?, ?, 'Running', ?)
-ON CONFLICT (stream, partition) DO NOTHING`
-
-	// qUpdatePartition: ?1 status (NULL: unchanged), ?2 whether it ends the partition,
-	// ?3 now, ?4 output, ?5 pinned version (NULL: unchanged).
-	qUpdatePartition = `UPDATE es_partitions SET
+	// qUpsertPartition creates the partition (Running unless ?1 says otherwise) or
+	// updates it: ?1 status (NULL: unchanged), ?2 whether it ends the partition, ?3
+	// now, ?4 output, ?5 pinned version (NULL: unchanged).
+	qUpsertPartition = `INSERT INTO es_partitions (stream, partition, status, started_at, completed_at, output, pinned_version)
+VALUES (?6, ?7, COALESCE(?1, 'Running'), ?3, CASE WHEN ?1 IS NOT NULL AND ?2 THEN ?3 END, ?4, ?5)
+ON CONFLICT (stream, partition) DO UPDATE SET
 	status = COALESCE(?1, status),
 	completed_at = CASE WHEN ?1 IS NULL THEN completed_at WHEN ?2 THEN ?3 ELSE NULL END,
 	output = COALESCE(?4, output),
-	pinned_version = COALESCE(?5, pinned_version)
-WHERE stream = ?6 AND partition = ?7`
+	pinned_version = COALESCE(?5, pinned_version)`
 
-	// qUpdateStream: the stream's status follows its current partition, which is the
-	// higher of the old current partition and ?5 (SET sees the row's old values).
-	qUpdateStream = `UPDATE es_streams SET
+	// qUpsertStream creates the stream or updates it. Its status follows its current
+	// partition, which is the higher of the old current partition and ?5 (SET sees the
+	// row's old values).
+	qUpsertStream = `INSERT INTO es_streams (stream, name, version, parent, status, current_partition, created_at, updated_at)
+VALUES (?7, COALESCE(?1, ''), COALESCE(?2, ''), CASE WHEN ?3 THEN NULLIF(?4, '') END,
+	COALESCE((SELECT p.status FROM es_partitions p WHERE p.stream = ?7 AND p.partition = ?5), 'Running'), ?5, ?6, ?6)
+ON CONFLICT (stream) DO UPDATE SET
 	name = COALESCE(?1, name),
 	version = COALESCE(?2, version),
 	parent = CASE WHEN ?3 THEN NULLIF(?4, '') ELSE parent END,
 	current_partition = MAX(current_partition, ?5),
 	status = (SELECT p.status FROM es_partitions p
 		WHERE p.stream = es_streams.stream AND p.partition = MAX(es_streams.current_partition, ?5)),
-	updated_at = ?6
-WHERE stream = ?7`
+	updated_at = ?6`
 )

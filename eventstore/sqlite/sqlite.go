@@ -12,7 +12,6 @@ import (
 	"github.com/duroq/duroq/internal/essql"
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/sqlitedb"
-	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/internal/stmtcache"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
@@ -78,14 +77,14 @@ func New(db *sqlx.DB, o Options) *Store { return newStore(db, false, o) }
 
 func newStore(db *sqlx.DB, owned bool, o Options) *Store {
 	s := &Store{stmts: stmtcache.New(db)}
-	write := sqlitedb.WriteLock(db) // SQLite has one writer: queue on the process's lock
+	writer := sqlitedb.WriterOf(db) // SQLite has one writer: queue on the process's
 	s.c = essql.New(db, owned, o.Now, essql.Dialect{
 		Name:      "eventstore/sqlite",
 		Savepoint: "eventstore",
 		Bind:      sqlx.QUESTION,
 		Queries:   queries,
 		Run: func(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-			return sqltx.RunLocked(ctx, db, write, fn)
+			return writer.Run(ctx, fn)
 		},
 		Exec: s.exec,
 		Query: func(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sql.Rows, error) {

@@ -13,7 +13,6 @@ import (
 	"github.com/duroq/duroq/internal/estest"
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/sqlitedb"
-	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -69,7 +68,7 @@ func sharedDB(t *testing.T) estest.Shared {
 	must(t, s.Migrate(context.Background()), "Migrate")
 	estest.SideTable(t, db, migrate.SQLite)
 	return estest.Shared{DB: db, Store: s, Run: func(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-		return sqltx.RunLocked(ctx, db, sqlitedb.WriteLock(db), fn)
+		return sqlitedb.WriterOf(db).Run(ctx, fn)
 	}}
 }
 

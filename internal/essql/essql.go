@@ -230,20 +230,22 @@ func (s *Store) inTx(ctx context.Context, tx *sqlx.Tx, op, stream string, fn fun
 	if tx == nil {
 		return &eventstore.InvalidError{Op: op, Stream: stream, Field: "tx", Reason: "nil transaction"}
 	}
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+s.d.Savepoint); err != nil {
+	// The savepoint statements go through Dialect.Exec: prepared once, not parsed
+	// on every call.
+	if _, err := s.d.Exec(ctx, tx, "SAVEPOINT "+s.d.Savepoint); err != nil {
 		return s.wrap(op, stream, err)
 	}
 	if err := fn(); err != nil {
 		// The rollback must happen even when ctx has ended.
 		bg := context.WithoutCancel(ctx)
-		_, rbErr := tx.ExecContext(bg, "ROLLBACK TO SAVEPOINT "+s.d.Savepoint)
-		_, relErr := tx.ExecContext(bg, "RELEASE SAVEPOINT "+s.d.Savepoint)
+		_, rbErr := s.d.Exec(bg, tx, "ROLLBACK TO SAVEPOINT "+s.d.Savepoint)
+		_, relErr := s.d.Exec(bg, tx, "RELEASE SAVEPOINT "+s.d.Savepoint)
 		if rbErr != nil || relErr != nil {
 			err = errors.Join(err, rbErr, relErr)
 		}
 		return s.wrap(op, stream, err)
 	}
-	_, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+s.d.Savepoint)
+	_, err := s.d.Exec(ctx, tx, "RELEASE SAVEPOINT "+s.d.Savepoint)
 	return s.wrap(op, stream, err)
 }
 

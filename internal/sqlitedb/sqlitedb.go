@@ -3,7 +3,10 @@
 package sqlitedb
 
 import (
+	"context"
+	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"net/url"
 	"runtime"
@@ -12,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
 )
@@ -96,13 +100,84 @@ func Open(path string, o Options) (*sqlx.DB, error) {
 	return db, nil
 }
 
-var writeLocks sync.Map // *sqlx.DB → *sync.Mutex
+var writers sync.Map // *sqlx.DB → *Writer
 
-// WriteLock returns the in-process lock that serialises the write transactions the
-// duroq packages run on db. SQLite admits one writer at a time anyway; queueing
-// writers on a Go mutex instead of SQLite's sleeping busy handler keeps latency low
-// under contention. Transactions of other processes still meet the busy timeout.
-func WriteLock(db *sqlx.DB) *sync.Mutex {
-	mu, _ := writeLocks.LoadOrStore(db, new(sync.Mutex))
-	return mu.(*sync.Mutex)
+// WriterOf returns the writer of db: the duroq packages run their write transactions
+// on db through it.
+func WriterOf(db *sqlx.DB) *Writer {
+	w, _ := writers.LoadOrStore(db, &Writer{db: db})
+	return w.(*Writer)
+}
+
+// writerIdle is how long the writer keeps its connection after its last
+// transaction before handing it back to the pool.
+const writerIdle = time.Second
+
+// Writer serialises a process's write transactions on one database and runs them on
+// one connection. SQLite admits one writer at a time anyway; queueing writers on a Go
+// mutex instead of SQLite's sleeping busy handler keeps latency low under contention
+// (transactions of other processes still meet the busy timeout). One connection
+// keeps its page cache: in WAL mode a connection drops its whole cache whenever
+// another connection has written, so writes rotating over the pool would start
+// cold every time.
+type Writer struct {
+	mu   sync.Mutex
+	db   *sqlx.DB
+	conn *sqlx.Conn
+	idle *time.Timer // releases the connection writerIdle after the last transaction
+}
+
+// Run runs fn in a write transaction on the writer's connection (see sqltx.Run).
+func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		// database/sql closes a connection whose transaction begins with a done
+		// context: keep the writer's.
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := sqltx.RunWith(ctx, w.begin, fn)
+	if badConn(err) {
+		w.drop()
+	}
+	// Hand the connection back once idle, so that closing db closes it soon.
+	if w.idle == nil {
+		w.idle = time.AfterFunc(writerIdle, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.drop()
+		})
+	} else {
+		w.idle.Reset(writerIdle)
+	}
+	return err
+}
+
+// begin begins a transaction on the writer's connection, replacing a connection
+// that has gone bad (a transaction ended by its context discards it).
+func (w *Writer) begin(ctx context.Context) (*sqlx.Tx, error) {
+	if w.conn != nil {
+		tx, err := w.conn.BeginTxx(ctx, nil)
+		if !badConn(err) {
+			return tx, err
+		}
+		w.drop()
+	}
+	conn, err := w.db.Connx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.conn = conn
+	return conn.BeginTxx(ctx, nil)
+}
+
+func (w *Writer) drop() {
+	if w.conn != nil {
+		_ = w.conn.Close()
+		w.conn = nil
+	}
+}
+
+func badConn(err error) bool {
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)
 }

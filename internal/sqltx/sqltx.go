@@ -5,15 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/jmoiron/sqlx"
 )
 
 // Run runs fn in a transaction of db and commits it when fn returns nil; otherwise
 // (or on panic) it rolls back and returns fn's error.
-func Run(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) (err error) {
-	tx, err := db.BeginTxx(ctx, nil)
+func Run(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	return RunWith(ctx, func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, nil) }, fn)
+}
+
+// RunWith is Run with the transaction begun by begin (e.g. on a dedicated
+// connection).
+func RunWith(ctx context.Context, begin func(ctx context.Context) (*sqlx.Tx, error), fn func(tx *sqlx.Tx) error) (err error) {
+	tx, err := begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
@@ -33,12 +38,4 @@ func Run(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) (err erro
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
-}
-
-// RunLocked is Run while holding mu, the process's write lock of db (see
-// sqlitedb.WriteLock); mu is released once the transaction has ended.
-func RunLocked(ctx context.Context, db *sqlx.DB, mu *sync.Mutex, fn func(tx *sqlx.Tx) error) error {
-	mu.Lock()
-	defer mu.Unlock()
-	return Run(ctx, db, fn)
 }
