@@ -124,27 +124,24 @@ func (p *Provider) FetchWorkItems(ctx context.Context, o runtime.WorkFetchOption
 // completion enqueued in one transaction, or none is.
 func (p *Provider) AckWorkItems(ctx context.Context, acks []runtime.WorkAck) error {
 	const op = "ack_work_items"
-	completions := make([]*mq.Message, len(acks))
-	for i, a := range acks {
+	var completions []mq.Message
+	for _, a := range acks {
 		if a.Completion != nil {
 			m, err := p.orchMessage(a.Completion, 0)
 			if err != nil {
 				return classify(op, err)
 			}
-			completions[i] = &m
+			completions = append(completions, m)
 		}
 	}
+	tokens := make([]string, len(acks))
+	for i, a := range acks {
+		tokens[i] = a.Token
+	}
 	return p.wrote(op, p.b.run(ctx, func(tx txn) error {
-		for i, a := range acks {
-			if err := tx.ack(a.Token); err != nil {
-				return err
-			}
-			if m := completions[i]; m != nil {
-				if err := tx.enqueue(*m); err != nil {
-					return err
-				}
-			}
+		if _, err := tx.ackMany(tokens); err != nil {
+			return err
 		}
-		return nil
+		return tx.enqueue(completions...)
 	}))
 }

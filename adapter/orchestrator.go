@@ -239,10 +239,11 @@ func (p *Provider) prepareAck(token string, a runtime.OrchestrationAck) (*turnCo
 // apply performs the commit inside tx. The ack comes first: it proves the lock is
 // still held and names the instance, in one statement.
 func (c *turnCommit) apply(tx txn) error {
-	lock, err := tx.ackLock(c.token)
+	locks, err := tx.ackMany([]string{c.token})
 	if err != nil {
 		return err
 	}
+	lock := locks[0]
 	if lock.Queue != c.p.orchQ {
 		return fmt.Errorf("%w: token %q holds a message of queue %q, not the orchestrator queue", runtime.ErrLockLost, c.token, lock.Queue)
 	}

@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/duroq/duroq/eventstore"
@@ -24,8 +25,8 @@ type txn interface {
 	dequeueMany(queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error)
 	enqueue(msgs ...mq.Message) error
 	ack(token string) error
-	// ackLock is ack that says what token held (its lock, as lock says it).
-	ackLock(token string) (mq.LockInfo, error)
+	// ackMany acks tokens and says what each held (its lock, as lock says it).
+	ackMany(tokens []string) ([]mq.LockInfo, error)
 	remove(queue string, keys ...string) (int, error)
 	removePrefix(queue, prefix string) (int, error)
 	purgeKey(queue, routingKey string) (int, error)
@@ -107,12 +108,24 @@ func dequeueEach(max int, dequeue func() (*mq.Batch, error)) ([]*mq.Batch, error
 }
 func (t memTxn) enqueue(msgs ...mq.Message) error { return t.b.q.EnqueueTx(t.tx, msgs...) }
 func (t memTxn) ack(token string) error           { return t.b.q.AckTx(t.tx, token) }
-func (t memTxn) ackLock(token string) (mq.LockInfo, error) {
-	info, err := t.lock(token)
-	if err != nil {
-		return info, err
+func (t memTxn) ackMany(tokens []string) ([]mq.LockInfo, error) {
+	return ackEach(t, tokens)
+}
+
+// ackEach acks tokens one at a time, each after reading its lock.
+func ackEach(t txn, tokens []string) ([]mq.LockInfo, error) {
+	infos := make([]mq.LockInfo, len(tokens))
+	for i, token := range tokens {
+		info, err := t.lock(token)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.ack(token); err != nil {
+			return nil, err
+		}
+		infos[i] = info
 	}
-	return info, t.ack(token)
+	return infos, nil
 }
 func (t memTxn) remove(queue string, keys ...string) (int, error) {
 	return t.b.q.RemoveTx(t.tx, queue, keys...)
@@ -262,27 +275,25 @@ func (t *sqlTxn) enqueue(msgs ...mq.Message) error {
 }
 func (t *sqlTxn) ack(token string) error { return t.b.q.AckTx(t.ctx, t.tx, token) }
 
-// ackLock also marks the lock's queue for a wake-up: the ack released it.
-func (t *sqlTxn) ackLock(token string) (mq.LockInfo, error) {
-	q, ok := t.b.q.(lockAcker)
+// ackMany also marks the locks' queues for a wake-up: the acks released them.
+func (t *sqlTxn) ackMany(tokens []string) ([]mq.LockInfo, error) {
+	q, ok := t.b.q.(manyAcker)
 	if !ok {
-		info, err := t.lock(token)
-		if err != nil {
-			return info, err
+		return ackEach(t, tokens)
+	}
+	infos, err := q.AckManyTx(t.ctx, t.tx, tokens)
+	for _, info := range infos {
+		if !slices.Contains(t.touched, info.Queue) {
+			t.touch(info.Queue)
 		}
-		return info, t.ack(token)
 	}
-	info, err := q.AckLockTx(t.ctx, t.tx, token)
-	if err == nil {
-		t.touch(info.Queue)
-	}
-	return info, err
+	return infos, err
 }
 
-// lockAcker is a SQL queue that acks and says what the token held in one statement
-// (mq/sqlite).
-type lockAcker interface {
-	AckLockTx(ctx context.Context, tx *sqlx.Tx, token string) (mq.LockInfo, error)
+// manyAcker is a SQL queue that acks many tokens in a few set-based statements and
+// says what each held (mq/sqlite).
+type manyAcker interface {
+	AckManyTx(ctx context.Context, tx *sqlx.Tx, tokens []string) ([]mq.LockInfo, error)
 }
 
 func (t *sqlTxn) dequeueMany(queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {

@@ -297,7 +297,7 @@ func tagCondition(f mq.TagFilter, args *[]any) string {
 		for _, t := range f.Tags {
 			*args = append(*args, t)
 		}
-		return "m.tag IN (" + strings.TrimSuffix(strings.Repeat("?,", len(f.Tags)), ",") + ")"
+		return "m.tag IN (" + placeholders(len(f.Tags)) + ")"
 	}
 	switch f.Mode {
 	case mq.TagDefaultOnly:
@@ -484,7 +484,7 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 
 // valuesList renders n rows of width placeholders for a VALUES clause.
 func valuesList(n, width int) string {
-	row := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + ")"
+	row := "(" + placeholders(width) + ")"
 	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
@@ -502,28 +502,62 @@ const batchReturning = ` RETURNING queue, routing_key, session, locked_until`
 // afterLock releases the routing-key lock of token (if the batch was keyed) and
 // records activity on the batch's live sessions.
 func (q *Queue) afterLock(ctx context.Context, tx *sqlx.Tx, token string, rows []batchRow, release bool, now int64) error {
-	r := rows[0]
-	if release && r.RoutingKey.Valid {
+	return q.afterLocks(ctx, tx, []heldLock{{token, rows}}, release, now)
+}
+
+// heldLock is a lock token with the rows it held.
+type heldLock struct {
+	token string
+	rows  []batchRow
+}
+
+// afterLocks is afterLock for many tokens, in a constant number of statements.
+func (q *Queue) afterLocks(ctx context.Context, tx *sqlx.Tx, locks []heldLock, release bool, now int64) error {
+	var keys, sessions []any
+	seen := map[[2]string]bool{}
+	for _, l := range locks {
+		if r := l.rows[0]; release && r.RoutingKey.Valid {
+			keys = append(keys, r.Queue, r.RoutingKey.String, l.token)
+		}
+		for _, r := range l.rows {
+			if s := [2]string{r.Queue, r.Session.String}; r.Session.Valid && !seen[s] {
+				seen[s] = true
+				sessions = append(sessions, r.Queue, r.Session.String)
+			}
+		}
+	}
+	if n := len(keys) / 3; n > 0 {
 		// A key row without an attribute exists only for its lock: drop it. Keys with
 		// an attribute (most, e.g. pinned instances) take one statement.
-		var attr []sql.NullInt64
-		if err := q.stmts.Select(ctx, tx, &attr, `UPDATE mq_keys SET lock_token = NULL, locked_until = NULL
-			WHERE queue = ? AND routing_key = ? AND lock_token = ? RETURNING attr`, r.Queue, r.RoutingKey.String, token); err != nil {
+		var released []struct {
+			Queue      string        `db:"queue"`
+			RoutingKey string        `db:"routing_key"`
+			Attr       sql.NullInt64 `db:"attr"`
+		}
+		if err := q.stmts.Select(ctx, tx, &released, `WITH t(q, k, tok) AS (VALUES `+valuesList(n, 3)+`)
+			UPDATE mq_keys SET lock_token = NULL, locked_until = NULL FROM t
+			WHERE mq_keys.queue = t.q AND mq_keys.routing_key = t.k AND mq_keys.lock_token = t.tok
+			RETURNING queue, routing_key, attr`, keys...); err != nil {
 			return err
 		}
-		if len(attr) == 1 && !attr[0].Valid {
-			if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ? AND lock_token IS NULL AND attr IS NULL`,
-				r.Queue, r.RoutingKey.String); err != nil {
+		var drop []any
+		for _, r := range released {
+			if !r.Attr.Valid {
+				drop = append(drop, r.Queue, r.RoutingKey)
+			}
+		}
+		if n := len(drop) / 2; n > 0 {
+			if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE (queue, routing_key) IN (VALUES `+valuesList(n, 2)+`)
+				AND lock_token IS NULL AND attr IS NULL`, drop...); err != nil {
 				return err
 			}
 		}
 	}
-	for _, r := range rows {
-		if r.Session.Valid {
-			if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_sessions SET last_activity_at = ? WHERE queue = ? AND session = ? AND locked_until > ?`,
-				now, r.Queue, r.Session.String, now); err != nil {
-				return err
-			}
+	if n := len(sessions) / 2; n > 0 {
+		if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_sessions SET last_activity_at = ?
+			WHERE locked_until > ? AND (queue, session) IN (VALUES `+valuesList(n, 2)+`)`,
+			append([]any{now, now}, sessions...)...); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -550,33 +584,70 @@ func (q *Queue) AckLockTx(ctx context.Context, tx *sqlx.Tx, token string) (mq.Lo
 	return q.ack(ctx, tx, token, nil)
 }
 
+// AckManyTx acks many tokens in tx, in a constant number of statements, and says
+// what each held (in the order of tokens). If any lock is lost it fails with
+// ErrLockLost naming that token (roll the transaction back: others were acked).
+func (q *Queue) AckManyTx(ctx context.Context, tx *sqlx.Tx, tokens []string) ([]mq.LockInfo, error) {
+	infos, err := q.ackMany(ctx, tx, "ack", tokens)
+	if err != nil {
+		return nil, wrap("ack", err)
+	}
+	return infos, nil
+}
+
 // ack acks token in tx and returns what it held.
 func (q *Queue) ack(ctx context.Context, tx *sqlx.Tx, token string, then []mq.Message) (mq.LockInfo, error) {
 	const op = "ack"
-	if q.closed.Load() {
-		return mq.LockInfo{}, mq.Closed(op)
-	}
-	if err := mq.CheckToken(op, token); err != nil {
-		return mq.LockInfo{}, err
-	}
 	if err := mq.CheckMessages(op, then); err != nil {
 		return mq.LockInfo{}, err
 	}
-	now := micros(q.now())
-	var rows []batchRow
-	if err := q.stmts.Select(ctx, tx, &rows, `DELETE FROM mq_messages WHERE lock_token = ? AND locked_until > ?`+batchReturning, token, now); err != nil {
+	infos, err := q.ackMany(ctx, tx, op, []string{token})
+	if err != nil {
 		return mq.LockInfo{}, wrap(op, err)
 	}
-	if len(rows) == 0 {
-		return mq.LockInfo{}, mq.LockLost(op, token)
-	}
-	if err := q.afterLock(ctx, tx, token, rows, true, now); err != nil {
-		return mq.LockInfo{}, wrap(op, err)
-	}
-	r := rows[0]
-	info := mq.LockInfo{Queue: r.Queue, RoutingKey: r.RoutingKey.String, LockedUntil: fromMicros(r.LockedUntil.Int64), Messages: len(rows)}
-	return info, q.enqueue(ctx, tx, op, then)
+	return infos[0], q.enqueue(ctx, tx, op, then)
 }
+
+func (q *Queue) ackMany(ctx context.Context, tx *sqlx.Tx, op string, tokens []string) ([]mq.LockInfo, error) {
+	if q.closed.Load() {
+		return nil, mq.Closed(op)
+	}
+	args := make([]any, 0, len(tokens)+1)
+	for _, t := range tokens {
+		if err := mq.CheckToken(op, t); err != nil {
+			return nil, err
+		}
+		args = append(args, t)
+	}
+	now := micros(q.now())
+	var rows []struct {
+		Token string `db:"lock_token"`
+		batchRow
+	}
+	if err := q.stmts.Select(ctx, tx, &rows, `DELETE FROM mq_messages WHERE lock_token IN (`+placeholders(len(tokens))+`) AND locked_until > ?`+
+		batchReturning+`, lock_token`, append(args, now)...); err != nil {
+		return nil, err
+	}
+	held := map[string][]batchRow{}
+	for _, r := range rows {
+		held[r.Token] = append(held[r.Token], r.batchRow)
+	}
+	locks := make([]heldLock, len(tokens))
+	infos := make([]mq.LockInfo, len(tokens))
+	for i, t := range tokens {
+		rs := held[t]
+		if len(rs) == 0 {
+			return nil, mq.LockLost(op, t)
+		}
+		locks[i] = heldLock{t, rs}
+		r := rs[0]
+		infos[i] = mq.LockInfo{Queue: r.Queue, RoutingKey: r.RoutingKey.String, LockedUntil: fromMicros(r.LockedUntil.Int64), Messages: len(rs)}
+	}
+	return infos, q.afterLocks(ctx, tx, locks, true, now)
+}
+
+// placeholders renders n comma-separated parameters.
+func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
 
 // Abandon implements mq.MessageQueue.
 func (q *Queue) Abandon(ctx context.Context, token string, opts mq.AbandonOptions) error {
