@@ -86,14 +86,7 @@ func (p *Provider) AckOrchestrationItems(ctx context.Context, acks []runtime.Tur
 		}
 		commits[i] = c
 	}
-	return p.wrote(op, p.b.run(ctx, func(tx txn) error {
-		for _, c := range commits {
-			if err := c.apply(tx); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
+	return p.wrote(op, p.b.run(ctx, func(tx txn) error { return p.applyTurns(tx, commits) }))
 }
 
 // FetchWorkItems implements runtime.BatchProvider: up to max worker items locked in

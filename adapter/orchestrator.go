@@ -165,7 +165,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a run
 	if err != nil {
 		return classify(op, err)
 	}
-	return p.wrote(op, p.b.run(ctx, c.apply))
+	return p.wrote(op, p.b.run(ctx, func(tx txn) error { return p.applyTurns(tx, []*turnCommit{c}) }))
 }
 
 // turnCommit is a turn's ack with everything encoded, ready to apply inside a
@@ -236,59 +236,77 @@ func (p *Provider) prepareAck(token string, a runtime.OrchestrationAck) (*turnCo
 	return c, nil
 }
 
-// apply performs the commit inside tx. The ack comes first: it proves the lock is
-// still held and names the instance, in one statement.
-func (c *turnCommit) apply(tx txn) error {
-	locks, err := tx.ackMany([]string{c.token})
+// applyTurns commits turns inside tx. The acks come first, in one call: they prove
+// each lock is still held and name each instance. The events and metadata of all
+// turns follow in one bulk commit, then what only some turns have.
+func (p *Provider) applyTurns(tx txn, turns []*turnCommit) error {
+	tokens := make([]string, len(turns))
+	for i, c := range turns {
+		tokens[i] = c.token
+	}
+	locks, err := tx.ackMany(tokens)
 	if err != nil {
 		return err
 	}
-	lock := locks[0]
-	if lock.Queue != c.p.orchQ {
-		return fmt.Errorf("%w: token %q holds a message of queue %q, not the orchestrator queue", runtime.ErrLockLost, c.token, lock.Queue)
-	}
-	instance := lock.RoutingKey
-	if err := tx.appendEvents(instance, c.execution, c.events); err != nil {
-		return err
-	}
-	// KV goes before a status that ends the execution, so the merge includes this
-	// turn's writes; it needs the stream to exist.
-	if len(c.kv) > 0 {
-		if len(c.events) == 0 {
-			if err := tx.update(instance, eventstore.StreamUpdate{Partition: c.execution}); err != nil {
+	var bulk []eventstore.StreamCommit
+	for i, c := range turns {
+		if locks[i].Queue != p.orchQ {
+			return fmt.Errorf("%w: token %q holds a message of queue %q, not the orchestrator queue", runtime.ErrLockLost, c.token, locks[i].Queue)
+		}
+		instance := locks[i].RoutingKey
+		if len(c.kv) == 0 {
+			bulk = append(bulk, eventstore.StreamCommit{Stream: instance, Events: c.events, Update: c.update})
+			continue
+		}
+		// KV goes before a status that ends the execution, so the merge includes
+		// this turn's writes; it needs the stream to exist.
+		if len(c.events) > 0 {
+			if err := tx.appendEvents(instance, c.execution, c.events); err != nil {
 				return err
 			}
+		} else if err := tx.update(instance, eventstore.StreamUpdate{Partition: c.execution}); err != nil {
+			return err
 		}
 		if err := tx.applyKV(instance, c.execution, c.kv); err != nil {
 			return err
 		}
+		if err := tx.update(instance, c.update); err != nil {
+			return err
+		}
 	}
-	if err := tx.update(instance, c.update); err != nil {
+	if err := tx.commitMany(bulk); err != nil {
 		return err
 	}
-	if c.customStat != nil {
-		if _, err := tx.setCustomStatus(instance, *c.customStat); err != nil {
-			return err
+	var enqueues []mq.Message
+	var cancelKeys []string
+	for i, c := range turns {
+		instance := locks[i].RoutingKey
+		if c.customStat != nil {
+			if _, err := tx.setCustomStatus(instance, *c.customStat); err != nil {
+				return err
+			}
 		}
+		if v := c.a.Metadata.PinnedVersion; v != nil {
+			ord := v.Ordinal()
+			if err := tx.setKeyAttr(p.orchQ, instance, &ord); err != nil {
+				return err
+			}
+		} else if c.startsExecution {
+			// A new execution starts unpinned until told otherwise.
+			if err := tx.setKeyAttr(p.orchQ, instance, nil); err != nil {
+				return err
+			}
+		}
+		enqueues = append(enqueues, c.enqueues...)
+		cancelKeys = append(cancelKeys, c.cancelKeys...)
 	}
-	if v := c.a.Metadata.PinnedVersion; v != nil {
-		ord := v.Ordinal()
-		if err := tx.setKeyAttr(c.p.orchQ, instance, &ord); err != nil {
-			return err
-		}
-	} else if c.startsExecution {
-		// A new execution starts unpinned until told otherwise.
-		if err := tx.setKeyAttr(c.p.orchQ, instance, nil); err != nil {
-			return err
-		}
-	}
-	if err := tx.enqueue(c.enqueues...); err != nil {
+	if err := tx.enqueue(enqueues...); err != nil {
 		return err
 	}
-	// Cancellations after the inserts: an activity scheduled and cancelled in
-	// the same turn must not survive.
-	if len(c.cancelKeys) > 0 {
-		if _, err := tx.remove(c.p.workQ, c.cancelKeys...); err != nil {
+	// Cancellations after the inserts: an activity scheduled and cancelled in the
+	// same turn must not survive.
+	if len(cancelKeys) > 0 {
+		if _, err := tx.remove(p.workQ, cancelKeys...); err != nil {
 			return err
 		}
 	}

@@ -38,6 +38,9 @@ type txn interface {
 	kvSnapshot(stream string) (map[string]eventstore.KVEntry, error)
 	appendEvents(stream string, partition int64, events []eventstore.Event) error
 	update(stream string, u eventstore.StreamUpdate) error
+	// commitMany appends and updates each commit's stream, as appendEvents then
+	// update would.
+	commitMany(commits []eventstore.StreamCommit) error
 	setCustomStatus(stream string, value *string) (int64, error)
 	applyKV(stream string, partition int64, muts []eventstore.KVMutation) error
 	listStreams(f eventstore.StreamFilter) ([]string, error)
@@ -153,6 +156,20 @@ func (t memTxn) kvSnapshot(stream string) (map[string]eventstore.KVEntry, error)
 }
 func (t memTxn) appendEvents(stream string, partition int64, events []eventstore.Event) error {
 	return t.b.s.AppendTx(t.ctx, t.tx, stream, partition, events)
+}
+func (t memTxn) commitMany(commits []eventstore.StreamCommit) error { return commitEach(t, commits) }
+
+// commitEach commits stream by stream.
+func commitEach(t txn, commits []eventstore.StreamCommit) error {
+	for _, c := range commits {
+		if err := t.appendEvents(c.Stream, c.Update.Partition, c.Events); err != nil {
+			return err
+		}
+		if err := t.update(c.Stream, c.Update); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 func (t memTxn) update(stream string, u eventstore.StreamUpdate) error {
 	return t.b.s.UpdateTx(t.ctx, t.tx, stream, u)
@@ -341,6 +358,19 @@ func (t *sqlTxn) kvSnapshot(stream string) (map[string]eventstore.KVEntry, error
 func (t *sqlTxn) appendEvents(stream string, partition int64, events []eventstore.Event) error {
 	return t.b.s.AppendTx(t.ctx, t.tx, stream, partition, events)
 }
+func (t *sqlTxn) commitMany(commits []eventstore.StreamCommit) error {
+	if s, ok := t.b.s.(manyCommitter); ok {
+		return s.CommitManyTx(t.ctx, t.tx, commits)
+	}
+	return commitEach(t, commits)
+}
+
+// manyCommitter is a SQL store that commits many streams in a few set-based
+// statements (eventstore/sqlite).
+type manyCommitter interface {
+	CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error
+}
+
 func (t *sqlTxn) update(stream string, u eventstore.StreamUpdate) error {
 	return t.b.s.UpdateTx(t.ctx, t.tx, stream, u)
 }

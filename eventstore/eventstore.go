@@ -103,6 +103,15 @@ type StreamUpdate struct {
 	PinnedVersion *string
 }
 
+// StreamCommit is one stream's part of a bulk commit (the SQL backends'
+// CommitManyTx): Events appended to Update.Partition, then Update applied, as Append
+// then Update would.
+type StreamCommit struct {
+	Stream string
+	Events []Event
+	Update StreamUpdate
+}
+
 // StreamFilter selects streams. Conditions are ANDed; the zero value selects all.
 type StreamFilter struct {
 	Streams         []string  // only these ids (nil: any; empty non-nil: none)

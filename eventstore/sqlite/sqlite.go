@@ -92,6 +92,7 @@ func newStore(db *sqlx.DB, owned bool, o Options) *Store {
 		},
 		Append:     s.append,
 		UpdateRows: s.updateRows,
+		CommitMany: s.commitMany,
 		Release:    s.stmts.Close,
 	})
 	return s

@@ -39,13 +39,76 @@ func (s *Store) update(ctx context.Context, tx *sqlx.Tx, stream string, u events
 		return err
 	}
 	if ends {
-		for _, q := range []string{s.d.Queries.MergeKVSet, s.d.Queries.MergeKVClear, s.d.Queries.MergeKVDrop} {
-			if _, err := s.d.Exec(ctx, tx, q, stream, u.Partition); err != nil {
-				return err
-			}
+		return s.mergeKV(ctx, tx, stream, u.Partition)
+	}
+	return nil
+}
+
+// mergeKV merges into the KV store the delta written for partition and earlier
+// ones. Most streams have none: one probe then saves the three merge statements.
+func (s *Store) mergeKV(ctx context.Context, tx *sqlx.Tx, stream string, partition int64) error {
+	var pending bool
+	if err := s.ScanRow(ctx, tx, sqlx.Rebind(s.d.Bind, `SELECT EXISTS (SELECT 1 FROM es_kv_delta WHERE stream = ?)`), []any{stream}, &pending); err != nil || !pending {
+		return err
+	}
+	for _, q := range []string{s.d.Queries.MergeKVSet, s.d.Queries.MergeKVClear, s.d.Queries.MergeKVDrop} {
+		if _, err := s.d.Exec(ctx, tx, q, stream, partition); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// CommitManyTx appends and updates many streams inside tx, as AppendTx then UpdateTx
+// for each commit would, in a constant number of statements where the dialect can
+// (Dialect.CommitMany). It is all or nothing: on error nothing of it is written.
+func (s *Store) CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error {
+	const op = "commit"
+	if err := s.usable(ctx, op); err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(commits))
+	for _, c := range commits {
+		if err := eventstore.CheckAppend(c.Stream, c.Update.Partition, c.Events); err != nil {
+			return err
+		}
+		if err := eventstore.CheckUpdate(c.Stream, c.Update); err != nil {
+			return err
+		}
+		if seen[c.Stream] {
+			return &eventstore.InvalidError{Op: op, Stream: c.Stream, Field: "commits", Reason: "stream committed twice"}
+		}
+		seen[c.Stream] = true
+	}
+	if len(commits) == 0 {
+		return nil
+	}
+	return s.inTx(ctx, tx, op, commits[0].Stream, func() error {
+		if s.d.CommitMany == nil {
+			for _, c := range commits {
+				if len(c.Events) > 0 {
+					if err := s.append(ctx, tx, c.Stream, c.Update.Partition, c.Events); err != nil {
+						return err
+					}
+				}
+				if err := s.update(ctx, tx, c.Stream, c.Update); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := s.d.CommitMany(ctx, tx, commits, micros(s.now())); err != nil {
+			return err
+		}
+		for _, c := range commits {
+			if st := c.Update.Status; st != nil && st.EndsPartition() {
+				if err := s.mergeKV(ctx, tx, c.Stream, c.Update.Partition); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // Stream implements eventstore.Metadata.

@@ -1,0 +1,136 @@
+package sqlite_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/duroq/duroq/eventstore"
+	"github.com/duroq/duroq/eventstore/sqlite"
+	"github.com/duroq/duroq/internal/sqlitedb"
+	"github.com/jmoiron/sqlx"
+)
+
+// TestCommitManyMatchesAppendThenUpdate applies the same rounds of commits to two
+// stores, one with CommitManyTx and one with AppendTx then UpdateTx per stream, and
+// requires every stream, partition, event and KV entry to come out the same.
+func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
+	ctx := context.Background()
+	at := time.UnixMicro(1_700_000_000_000_000)
+	now := func() time.Time { return at }
+	bulk := open(t, filepath.Join(t.TempDir(), "bulk.db"), now)
+	each := open(t, filepath.Join(t.TempDir(), "each.db"), now)
+
+	str := func(s string) *string { return &s }
+	status := func(s eventstore.Status) *eventstore.Status { return &s }
+	events := func(from int64, n int) []eventstore.Event {
+		var out []eventstore.Event
+		for i := range n {
+			out = append(out, eventstore.Event{Seq: from + int64(i), Type: "e", Data: []byte{byte(i)}})
+		}
+		return out
+	}
+	rounds := [][]eventstore.StreamCommit{
+		{ // new streams: with events, without, a child with a parent and a pin
+			{Stream: "a", Events: events(1, 2), Update: eventstore.StreamUpdate{Partition: 1, Name: str("flow"), Version: str("1.0.0")}},
+			{Stream: "b", Update: eventstore.StreamUpdate{Partition: 1, Name: str("empty")}},
+			{Stream: "c", Events: events(1, 1), Update: eventstore.StreamUpdate{Partition: 1, Parent: str("a"), PinnedVersion: str("0.2.0")}},
+		},
+		{ // more events; one ends with output; one changes version only
+			{Stream: "a", Events: events(3, 3), Update: eventstore.StreamUpdate{Partition: 1}},
+			{Stream: "b", Events: events(1, 1), Update: eventstore.StreamUpdate{Partition: 1, Status: status(eventstore.StatusCompleted), Output: str("done")}},
+			{Stream: "c", Events: events(2, 1), Update: eventstore.StreamUpdate{Partition: 1, Version: str("2.0.0"), Parent: str("")}},
+		},
+		{ // a new partition (continue-as-new), and a failure
+			{Stream: "a", Events: events(1, 1), Update: eventstore.StreamUpdate{Partition: 2, Name: str("flow")}},
+			{Stream: "c", Events: events(3, 1), Update: eventstore.StreamUpdate{Partition: 1, Status: status(eventstore.StatusFailed), Output: str("boom")}},
+		},
+	}
+	// KV written before the round that ends a's second partition must be merged by it.
+	kv := []eventstore.KVMutation{{Op: eventstore.KVSet, Key: "k", Value: "v", At: at}}
+	final := []eventstore.StreamCommit{{Stream: "a", Events: events(2, 1), Update: eventstore.StreamUpdate{Partition: 2, Status: status(eventstore.StatusCompleted)}}}
+
+	write := func(s *sqlite.Store, commits []eventstore.StreamCommit, many bool) {
+		t.Helper()
+		err := sqlitedb.WriterOf(s.DB()).Run(ctx, func(tx *sqlx.Tx) error {
+			if many {
+				return s.CommitManyTx(ctx, tx, commits)
+			}
+			for _, c := range commits {
+				if err := s.AppendTx(ctx, tx, c.Stream, c.Update.Partition, c.Events); err != nil {
+					return err
+				}
+				if err := s.UpdateTx(ctx, tx, c.Stream, c.Update); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		must(t, err, "commit")
+	}
+	for _, r := range rounds {
+		write(bulk, r, true)
+		write(each, r, false)
+		at = at.Add(time.Second)
+	}
+	for _, s := range []*sqlite.Store{bulk, each} {
+		must(t, s.ApplyKV(ctx, "a", 2, kv), "ApplyKV")
+	}
+	write(bulk, final, true)
+	write(each, final, false)
+
+	for _, stream := range []string{"a", "b", "c"} {
+		for _, read := range []struct {
+			what string
+			get  func(s *sqlite.Store) (any, error)
+		}{
+			{"Stream", func(s *sqlite.Store) (any, error) { return s.Stream(ctx, stream) }},
+			{"Partitions", func(s *sqlite.Store) (any, error) { return s.Partitions(ctx, stream) }},
+			{"ReadLatest", func(s *sqlite.Store) (any, error) { p, e, err := s.ReadLatest(ctx, stream); return []any{p, e}, err }},
+			{"Read(1)", func(s *sqlite.Store) (any, error) { return s.Read(ctx, stream, 1) }},
+			{"KVSnapshot", func(s *sqlite.Store) (any, error) { return s.KVSnapshot(ctx, stream) }},
+		} {
+			got, err1 := read.get(bulk)
+			want, err2 := read.get(each)
+			if !reflect.DeepEqual(got, want) || !errors.Is(err1, err2) {
+				t.Errorf("%s(%q): CommitManyTx gave %+v (%v), AppendTx+UpdateTx gave %+v (%v)", read.what, stream, got, err1, want, err2)
+			}
+		}
+	}
+	if snap, err := bulk.KVSnapshot(ctx, "a"); err != nil || snap["k"].Value != "v" {
+		t.Errorf("KV written before the ending commit was not merged: %v, %v", snap, err)
+	}
+}
+
+// TestCommitManyIsAllOrNothing: a conflicting event in one stream leaves nothing of
+// the call written, and the error names the stream and sequence number.
+func TestCommitManyIsAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "es.db"), nil)
+	must(t, s.Append(ctx, "x", 1, []eventstore.Event{{Seq: 1, Type: "e"}}), "Append")
+	err := sqlitedb.WriterOf(s.DB()).Run(ctx, func(tx *sqlx.Tx) error {
+		err := s.CommitManyTx(ctx, tx, []eventstore.StreamCommit{
+			{Stream: "fresh", Events: []eventstore.Event{{Seq: 1, Type: "e"}}, Update: eventstore.StreamUpdate{Partition: 1}},
+			{Stream: "x", Events: []eventstore.Event{{Seq: 1, Type: "dup"}}, Update: eventstore.StreamUpdate{Partition: 1}},
+		})
+		var conflict *eventstore.ConflictError
+		if !errors.As(err, &conflict) || conflict.Stream != "x" || conflict.Seq != 1 {
+			t.Errorf("CommitManyTx with a duplicate event: %v, want a ConflictError for x seq 1", err)
+		}
+		return nil // commit what the transaction holds: the savepoint must have undone it all
+	})
+	must(t, err, "transaction")
+	if _, err := s.Stream(ctx, "fresh"); !errors.Is(err, eventstore.ErrNotFound) {
+		t.Errorf("stream of a failed CommitManyTx exists: %v", err)
+	}
+	err = sqlitedb.WriterOf(s.DB()).Run(ctx, func(tx *sqlx.Tx) error {
+		return s.CommitManyTx(ctx, tx, []eventstore.StreamCommit{
+			{Stream: "y", Update: eventstore.StreamUpdate{Partition: 1}}, {Stream: "y", Update: eventstore.StreamUpdate{Partition: 1}}})
+	})
+	if !errors.Is(err, eventstore.ErrInvalid) {
+		t.Errorf("CommitManyTx naming a stream twice: %v, want ErrInvalid", err)
+	}
+}
