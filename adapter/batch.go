@@ -3,6 +3,8 @@ package adapter
 import (
 	"context"
 
+	"github.com/duroq/duroq/eventstore"
+
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/runtime"
 )
@@ -14,18 +16,15 @@ var _ runtime.BatchProvider = (*Provider)(nil)
 // single fetch. With nothing ready it long-polls for one.
 func (p *Provider) FetchOrchestrationItems(ctx context.Context, o runtime.FetchOptions, max int) ([]*runtime.OrchestrationItem, error) {
 	const op = "fetch_orchestration_items"
-	var states []storedState
+	var states map[string]*eventstore.StreamState
 	batches, err := p.dequeueMany(ctx, p.orchQ, mq.DequeueOptions{LockTimeout: o.LockTimeout, KeyAttr: attrRanges(o.Filter)}, max,
-		func(tx txn, batches []*mq.Batch) error {
-			states = make([]storedState, len(batches))
+		func(tx txn, batches []*mq.Batch) (err error) {
+			instances := make([]string, len(batches))
 			for i, b := range batches {
-				st, err := readState(tx, b.RoutingKey)
-				if err != nil {
-					return err
-				}
-				states[i] = st
+				instances[i] = b.RoutingKey
 			}
-			return nil
+			states, err = tx.readStates(instances)
+			return err
 		})
 	if err != nil {
 		return nil, classify(op, err)
@@ -39,7 +38,7 @@ func (p *Provider) FetchOrchestrationItems(ctx context.Context, o runtime.FetchO
 	}
 	items := make([]*runtime.OrchestrationItem, 0, len(batches))
 	for i, b := range batches {
-		item, err := p.orchestrationItem(ctx, b, states[i])
+		item, err := p.orchestrationItem(ctx, b, states[b.RoutingKey])
 		if err != nil {
 			// Release what this call locked but cannot hand over.
 			for _, rest := range batches[i+1:] {

@@ -21,56 +21,49 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, o runtime.FetchOp
 		return nil, classify(op, err)
 	}
 	p.writes.Add(1) // the dequeue's transaction
-	var st storedState
+	var states map[string]*eventstore.StreamState
 	err = p.b.run(ctx, func(tx txn) (err error) {
-		st, err = readState(tx, b.RoutingKey)
+		states, err = tx.readStates([]string{b.RoutingKey})
 		return err
 	})
 	if err != nil {
 		return nil, p.abandonAfter(ctx, op, b.Token, err)
 	}
-	return p.orchestrationItem(ctx, b, st)
+	return p.orchestrationItem(ctx, b, states[b.RoutingKey])
 }
 
-// storedState is what a fetch reads of an instance: its stream, the current
-// partition's events and the KV snapshot.
-type storedState struct {
-	found   bool // the stream exists
-	info    eventstore.StreamInfo
-	events  []eventstore.Event
-	corrupt error // the events could not be read intact
-	kv      map[string]eventstore.KVEntry
-}
-
-// readState reads an instance's stored state in tx. Corrupt events are state (the
-// runtime handles them as poison); any other failure is an error.
-func readState(tx txn, instance string) (storedState, error) {
-	var st storedState
-	info, err := tx.stream(instance)
-	switch {
-	case errors.Is(err, eventstore.ErrNotFound):
-		return st, nil
-	case err != nil:
-		return st, err
+// readStatesEach reads the stored state of instances in tx, instance by instance: a
+// missing instance has no state; corrupt events are state (the runtime handles them
+// as poison).
+func readStatesEach(tx txn, instances []string) (map[string]*eventstore.StreamState, error) {
+	states := map[string]*eventstore.StreamState{}
+	for _, instance := range instances {
+		info, err := tx.stream(instance)
+		if errors.Is(err, eventstore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		st := &eventstore.StreamState{Info: info}
+		st.Events, err = tx.read(instance, info.CurrentPartition)
+		if errors.Is(err, eventstore.ErrCorrupt) {
+			st.Events, st.Corrupt = nil, err
+		} else if err != nil {
+			return nil, err
+		}
+		if st.KV, err = tx.kvSnapshot(instance); err != nil && !errors.Is(err, eventstore.ErrNotFound) {
+			return nil, err
+		}
+		states[instance] = st
 	}
-	st.found, st.info = true, info
-	st.events, err = tx.read(instance, info.CurrentPartition)
-	if errors.Is(err, eventstore.ErrCorrupt) {
-		st.events, st.corrupt = nil, err
-	} else if err != nil {
-		return st, err
-	}
-	st.kv, err = tx.kvSnapshot(instance)
-	if err != nil && !errors.Is(err, eventstore.ErrNotFound) {
-		return st, err
-	}
-	return st, nil
+	return states, nil
 }
 
 // orchestrationItem turns a locked batch of an instance's messages and its stored
-// state into its item. It returns (nil, nil) after settling a batch that is not work
-// (see newInstanceItem).
-func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st storedState) (*runtime.OrchestrationItem, error) {
+// state (nil: none) into its item. It returns (nil, nil) after settling a batch
+// that is not work (see newInstanceItem).
+func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st *eventstore.StreamState) (*runtime.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	var err error
 	instance := b.RoutingKey
@@ -85,14 +78,14 @@ func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st stored
 	}
 	item := &runtime.OrchestrationItem{Instance: instance, Messages: msgs, LockToken: b.Token,
 		AttemptCount: uint32(b.MaxAttempt()), ExecutionID: runtime.InitialExecutionID}
-	if !st.found {
+	if st == nil {
 		return p.newInstanceItem(ctx, item)
 	}
-	info := st.info
+	info := st.Info
 	item.OrchestrationName, item.Version, item.ExecutionID = info.Name, info.Version, uint64(info.CurrentPartition)
-	err = st.corrupt
+	err = st.Corrupt
 	if err == nil {
-		item.History, err = fromStored(st.events)
+		item.History, err = fromStored(st.Events)
 	}
 	if err != nil {
 		// Undecodable history is the runtime's to handle (poison): the lock stays held.
@@ -101,7 +94,7 @@ func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st stored
 	if item.OrchestrationName == "" {
 		item.OrchestrationName, item.Version = nameFrom(item.History, msgs)
 	}
-	item.KVSnapshot = kvValues(st.kv)
+	item.KVSnapshot = kvValues(st.KV)
 	return item, nil
 }
 

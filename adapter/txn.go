@@ -36,6 +36,9 @@ type txn interface {
 	stream(stream string) (eventstore.StreamInfo, error)
 	read(stream string, partition int64) ([]eventstore.Event, error)
 	kvSnapshot(stream string) (map[string]eventstore.KVEntry, error)
+	// readStates reads what stream, read (of the current partition) and kvSnapshot
+	// say of each existing stream.
+	readStates(streams []string) (map[string]*eventstore.StreamState, error)
 	appendEvents(stream string, partition int64, events []eventstore.Event) error
 	update(stream string, u eventstore.StreamUpdate) error
 	// commitMany appends and updates each commit's stream, as appendEvents then
@@ -154,6 +157,9 @@ func (t memTxn) read(stream string, partition int64) ([]eventstore.Event, error)
 func (t memTxn) kvSnapshot(stream string) (map[string]eventstore.KVEntry, error) {
 	return t.b.s.KVSnapshotTx(t.ctx, t.tx, stream)
 }
+func (t memTxn) readStates(streams []string) (map[string]*eventstore.StreamState, error) {
+	return readStatesEach(t, streams)
+}
 func (t memTxn) appendEvents(stream string, partition int64, events []eventstore.Event) error {
 	return t.b.s.AppendTx(t.ctx, t.tx, stream, partition, events)
 }
@@ -218,6 +224,7 @@ type sqlStore interface {
 	StreamTx(ctx context.Context, q sqlx.QueryerContext, stream string) (eventstore.StreamInfo, error)
 	ReadTx(ctx context.Context, q sqlx.QueryerContext, stream string, partition int64) ([]eventstore.Event, error)
 	KVSnapshotTx(ctx context.Context, q sqlx.QueryerContext, stream string) (map[string]eventstore.KVEntry, error)
+	ReadStatesTx(ctx context.Context, q sqlx.QueryerContext, streams []string) (map[string]*eventstore.StreamState, error)
 	AppendTx(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, events []eventstore.Event) error
 	UpdateTx(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate) error
 	SetCustomStatusTx(ctx context.Context, tx *sqlx.Tx, stream string, value *string) (int64, error)
@@ -354,6 +361,9 @@ func (t *sqlTxn) read(stream string, partition int64) ([]eventstore.Event, error
 }
 func (t *sqlTxn) kvSnapshot(stream string) (map[string]eventstore.KVEntry, error) {
 	return t.b.s.KVSnapshotTx(t.ctx, t.tx, stream)
+}
+func (t *sqlTxn) readStates(streams []string) (map[string]*eventstore.StreamState, error) {
+	return t.b.s.ReadStatesTx(t.ctx, t.tx, streams)
 }
 func (t *sqlTxn) appendEvents(stream string, partition int64, events []eventstore.Event) error {
 	return t.b.s.AppendTx(t.ctx, t.tx, stream, partition, events)

@@ -112,6 +112,17 @@ type StreamCommit struct {
 	Update StreamUpdate
 }
 
+// StreamState is what a bulk read of streams (the SQL backends' ReadStatesTx) holds
+// of one stream: what Stream, Read of the current partition and KVSnapshot say.
+type StreamState struct {
+	Info   StreamInfo
+	Events []Event
+	// Corrupt is the *CorruptError of an event that failed its check (Events is
+	// then nil).
+	Corrupt error
+	KV      map[string]KVEntry
+}
+
 // StreamFilter selects streams. Conditions are ANDed; the zero value selects all.
 type StreamFilter struct {
 	Streams         []string  // only these ids (nil: any; empty non-nil: none)

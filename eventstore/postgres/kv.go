@@ -42,6 +42,12 @@ func (s *Store) KVSnapshot(ctx context.Context, stream string) (map[string]event
 	return s.c.KVSnapshot(ctx, stream)
 }
 
+// ReadStatesTx reads through q, for each of streams that exists, what StreamTx, ReadTx
+// of its current partition and KVSnapshotTx would, in three statements.
+func (s *Store) ReadStatesTx(ctx context.Context, q sqlx.QueryerContext, streams []string) (map[string]*eventstore.StreamState, error) {
+	return s.c.ReadStatesTx(ctx, q, streams)
+}
+
 // KVSnapshotTx is KVSnapshot through q.
 func (s *Store) KVSnapshotTx(ctx context.Context, q sqlx.QueryerContext, stream string) (map[string]eventstore.KVEntry, error) {
 	return s.c.KVSnapshotTx(ctx, q, stream)

@@ -56,12 +56,7 @@ ORDER BY e.seq`,
 	Partitions: `SELECT partition, status, output, pinned_version, started_at, completed_at, event_count, bytes
 FROM es_partitions WHERE stream = $1 ORDER BY partition`,
 
-	Stream: `SELECT s.name, s.version, COALESCE(s.parent, ''), s.status, s.current_partition,
-	s.custom_status, s.custom_status_version, s.created_at, s.updated_at,
-	p.status, p.output, p.pinned_version, p.completed_at
-FROM es_streams s
-LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
-WHERE s.stream = $1`,
+	Stream: "SELECT " + essql.StreamColumns + " WHERE s.stream = $1",
 
 	SetCustomStatus: `UPDATE es_streams SET
 	custom_status = $1, custom_status_version = custom_status_version + 1, updated_at = $2

@@ -103,6 +103,25 @@ func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
 	if snap, err := bulk.KVSnapshot(ctx, "a"); err != nil || snap["k"].Value != "v" {
 		t.Errorf("KV written before the ending commit was not merged: %v, %v", snap, err)
 	}
+
+	// ReadStatesTx says what Stream, Read of the current partition and KVSnapshot say.
+	states, err := bulk.ReadStatesTx(ctx, bulk.DB(), []string{"a", "b", "c", "missing"})
+	must(t, err, "ReadStatesTx")
+	if _, ok := states["missing"]; ok || len(states) != 3 {
+		t.Errorf("ReadStatesTx returned %d states (missing included: %v), want a, b and c", len(states), ok)
+	}
+	for _, stream := range []string{"a", "b", "c"} {
+		info, err := bulk.Stream(ctx, stream)
+		must(t, err, "Stream")
+		events, err := bulk.Read(ctx, stream, info.CurrentPartition)
+		must(t, err, "Read")
+		kv, err := bulk.KVSnapshot(ctx, stream)
+		must(t, err, "KVSnapshot")
+		want := &eventstore.StreamState{Info: info, Events: events, KV: kv}
+		if got := states[stream]; !reflect.DeepEqual(got, want) {
+			t.Errorf("ReadStatesTx(%q) = %+v, want %+v", stream, got, want)
+		}
+	}
 }
 
 // TestCommitManyIsAllOrNothing: a conflicting event in one stream leaves nothing of

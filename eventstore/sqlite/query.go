@@ -47,12 +47,7 @@ WHERE stream = ? AND partition = ? ORDER BY seq`,
 	Partitions: `SELECT partition, status, output, pinned_version, started_at, completed_at, event_count, bytes
 FROM es_partitions WHERE stream = ? ORDER BY partition`,
 
-	Stream: `SELECT s.name, s.version, COALESCE(s.parent, ''), s.status, s.current_partition,
-	s.custom_status, s.custom_status_version, s.created_at, s.updated_at,
-	p.status, p.output, p.pinned_version, p.completed_at
-FROM es_streams s
-LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition
-WHERE s.stream = ?`,
+	Stream: "SELECT " + essql.StreamColumns + " WHERE s.stream = ?",
 
 	SetCustomStatus: `UPDATE es_streams SET
 	custom_status = ?, custom_status_version = custom_status_version + 1, updated_at = ?

@@ -125,32 +125,44 @@ func (s *Store) StreamTx(ctx context.Context, q sqlx.QueryerContext, stream stri
 	if err := eventstore.CheckStream(op, stream); err != nil {
 		return eventstore.StreamInfo{}, err
 	}
-	var (
-		info                       = eventstore.StreamInfo{Stream: stream}
-		streamStatus               string
-		custom                     sql.NullString
-		created, updated           int64
-		partStatus, output, pinned sql.NullString
-		completed                  sql.NullInt64
-	)
-	err := s.ScanRow(ctx, q, s.d.Queries.Stream, []any{stream},
-		&info.Name, &info.Version, &info.Parent, &streamStatus, &info.CurrentPartition,
-		&custom, &info.CustomStatusVersion, &created, &updated,
-		&partStatus, &output, &pinned, &completed)
+	var r streamRow
+	err := s.ScanRow(ctx, q, s.d.Queries.Stream, []any{stream}, r.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return eventstore.StreamInfo{}, eventstore.NotFound(op, stream)
 	}
 	if err != nil {
 		return eventstore.StreamInfo{}, s.wrap(op, stream, err)
 	}
-	info.Status = eventstore.Status(streamStatus)
-	if partStatus.Valid {
-		info.Status = eventstore.Status(partStatus.String)
+	return r.info(stream), nil
+}
+
+// streamRow holds the columns of Queries.Stream.
+type streamRow struct {
+	i                          eventstore.StreamInfo
+	streamStatus               string
+	custom                     sql.NullString
+	created, updated           int64
+	partStatus, output, pinned sql.NullString
+	completed                  sql.NullInt64
+}
+
+func (r *streamRow) dest() []any {
+	return []any{&r.i.Name, &r.i.Version, &r.i.Parent, &r.streamStatus, &r.i.CurrentPartition,
+		&r.custom, &r.i.CustomStatusVersion, &r.created, &r.updated,
+		&r.partStatus, &r.output, &r.pinned, &r.completed}
+}
+
+func (r *streamRow) info(stream string) eventstore.StreamInfo {
+	info := r.i
+	info.Stream = stream
+	info.Status = eventstore.Status(r.streamStatus)
+	if r.partStatus.Valid {
+		info.Status = eventstore.Status(r.partStatus.String)
 	}
-	info.Output, info.PinnedVersion, info.CompletedAt = stringPtr(output), stringPtr(pinned), timeOrZero(completed)
-	info.CustomStatus = stringPtr(custom)
-	info.CreatedAt, info.UpdatedAt = fromMicros(created), fromMicros(updated)
-	return info, nil
+	info.Output, info.PinnedVersion, info.CompletedAt = stringPtr(r.output), stringPtr(r.pinned), timeOrZero(r.completed)
+	info.CustomStatus = stringPtr(r.custom)
+	info.CreatedAt, info.UpdatedAt = fromMicros(r.created), fromMicros(r.updated)
+	return info
 }
 
 // ListStreams implements eventstore.Metadata.

@@ -136,7 +136,16 @@ func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	err := sqltx.RunWith(ctx, w.begin, fn)
+	// The transaction itself ignores ctx: database/sql would roll back a cancelled
+	// transaction asynchronously, after the connection is already the next
+	// writer's. Statements still stop on ctx, and a transaction whose ctx ended
+	// rolls back here, before the lock is released.
+	err := sqltx.RunWith(context.WithoutCancel(ctx), w.begin, func(tx *sqlx.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return ctx.Err()
+	})
 	if badConn(err) {
 		w.drop()
 	}
