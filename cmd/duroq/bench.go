@@ -142,6 +142,8 @@ func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (
 				if dir, err = os.MkdirTemp("", "duroq-bench-"); err != nil {
 					return nil, "", err
 				}
+			} else if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, "", fmt.Errorf("bench: -dir: %w", err)
 			}
 			path = filepath.Join(dir, fmt.Sprintf("bench-%d.db", time.Now().UnixNano()))
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/internal/essql"
+	"github.com/duroq/duroq/internal/sqltext"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -101,9 +102,9 @@ func (s *Store) commitMany(ctx context.Context, tx *sqlx.Tx, commits []eventstor
 		args  []any
 	}{
 		{`INSERT INTO es_partitions (stream, partition, status, started_at)
-			SELECT column1, column2, 'Running', ? FROM (VALUES ` + valuesList(n, 2) + `) WHERE true
+			SELECT column1, column2, 'Running', ? FROM (VALUES ` + sqltext.Rows(n, 2) + `) WHERE true
 			ON CONFLICT (stream, partition) DO NOTHING`, append([]any{now}, created...)},
-		{`WITH t(s, p, n, b, st, ends, out, pin) AS (VALUES ` + valuesList(n, 8) + `)
+		{`WITH t(s, p, n, b, st, ends, out, pin) AS (VALUES ` + sqltext.Rows(n, 8) + `)
 			UPDATE es_partitions SET
 				event_count = event_count + t.n,
 				bytes = bytes + t.b,
@@ -113,11 +114,11 @@ func (s *Store) commitMany(ctx context.Context, tx *sqlx.Tx, commits []eventstor
 				pinned_version = COALESCE(t.pin, pinned_version)
 			FROM t WHERE es_partitions.stream = t.s AND es_partitions.partition = t.p`, append(parts, now)},
 		{`INSERT INTO es_streams (stream, status, current_partition, created_at, updated_at)
-			SELECT column1, 'Running', column2, ?, ? FROM (VALUES ` + valuesList(n, 2) + `) WHERE true
+			SELECT column1, 'Running', column2, ?, ? FROM (VALUES ` + sqltext.Rows(n, 2) + `) WHERE true
 			ON CONFLICT (stream) DO NOTHING`, append([]any{now, now}, created...)},
 		// The stream's status follows its current partition, the higher of the old
 		// current partition and t.p (SET sees the row's old values).
-		{`WITH t(s, p, nm, ver, setparent, par) AS (VALUES ` + valuesList(n, 6) + `)
+		{`WITH t(s, p, nm, ver, setparent, par) AS (VALUES ` + sqltext.Rows(n, 6) + `)
 			UPDATE es_streams SET
 				name = COALESCE(t.nm, name),
 				version = COALESCE(t.ver, version),
@@ -133,12 +134,6 @@ func (s *Store) commitMany(ctx context.Context, tx *sqlx.Tx, commits []eventstor
 		}
 	}
 	return nil
-}
-
-// valuesList renders n rows of width placeholders for a VALUES clause.
-func valuesList(n, width int) string {
-	row := "(" + strings.TrimSuffix(strings.Repeat("?,", width), ",") + ")"
-	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
 // insertChunk bounds the events of one INSERT (7 parameters each) well below

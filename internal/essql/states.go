@@ -3,9 +3,9 @@ package essql
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/duroq/duroq/eventstore"
+	"github.com/duroq/duroq/internal/sqltext"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -37,7 +37,7 @@ func (s *Store) ReadStatesTx(ctx context.Context, q sqlx.QueryerContext, streams
 	if len(streams) == 0 {
 		return states, nil
 	}
-	in := "(" + strings.TrimSuffix(strings.Repeat("?,", len(streams)), ",") + ")"
+	in := "(" + sqltext.Params(len(streams)) + ")"
 	err := s.readStates(ctx, q, op, in, args, states)
 	return states, s.wrap(op, streams[0], err)
 }

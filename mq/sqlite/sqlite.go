@@ -15,6 +15,7 @@ import (
 
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/sqlitedb"
+	"github.com/duroq/duroq/internal/sqltext"
 	"github.com/duroq/duroq/internal/stmtcache"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
@@ -297,7 +298,7 @@ func tagCondition(f mq.TagFilter, args *[]any) string {
 		for _, t := range f.Tags {
 			*args = append(*args, t)
 		}
-		return "m.tag IN (" + placeholders(len(f.Tags)) + ")"
+		return "m.tag IN (" + sqltext.Params(len(f.Tags)) + ")"
 	}
 	switch f.Mode {
 	case mq.TagDefaultOnly:
@@ -429,7 +430,7 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 	var rows []lockedRow
 	if n := len(keyArgs) / 2; n > 0 {
 		if _, err := q.stmts.Exec(ctx, tx, `INSERT INTO mq_keys (queue, routing_key, lock_token, locked_until)
-			SELECT ?, column1, column2, ? FROM (VALUES `+valuesList(n, 2)+`) WHERE true
+			SELECT ?, column1, column2, ? FROM (VALUES `+sqltext.Rows(n, 2)+`) WHERE true
 			ON CONFLICT (queue, routing_key) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until`,
 			append([]any{queue, until}, keyArgs...)...); err != nil {
 			return nil, time.Time{}, wrap(op, err)
@@ -440,7 +441,7 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 			tags = " AND " + tags
 		}
 		args := append(append(keyArgs, until, until, queue, now), tagArgs...)
-		if err := q.stmts.Select(ctx, tx, &rows, `WITH t(k, tok) AS (VALUES `+valuesList(n, 2)+`)
+		if err := q.stmts.Select(ctx, tx, &rows, `WITH t(k, tok) AS (VALUES `+sqltext.Rows(n, 2)+`)
 			UPDATE mq_messages AS m INDEXED BY mq_messages_routing
 			SET lock_token = t.tok, locked_until = ?, visible_at = ?, attempts = attempts + 1 FROM t
 			WHERE m.queue = ? AND m.routing_key = t.k AND m.visible_at <= ?`+tags+lockReturning,
@@ -450,7 +451,7 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 	}
 	if n := len(idArgs) / 2; n > 0 {
 		var more []lockedRow
-		if err := q.stmts.Select(ctx, tx, &more, `WITH t(tid, tok) AS (VALUES `+valuesList(n, 2)+`)
+		if err := q.stmts.Select(ctx, tx, &more, `WITH t(tid, tok) AS (VALUES `+sqltext.Rows(n, 2)+`)
 			UPDATE mq_messages AS m SET lock_token = t.tok, locked_until = ?, visible_at = ?, attempts = attempts + 1 FROM t
 			WHERE m.id = t.tid`+lockReturning, append(idArgs, until, until)...); err != nil {
 			return nil, time.Time{}, wrap(op, err)
@@ -463,7 +464,7 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 			args = append(args, s)
 		}
 		if _, err := q.stmts.Exec(ctx, tx, `INSERT INTO mq_sessions (queue, session, owner, locked_until, last_activity_at)
-			SELECT ?, column1, ?, ?, ? FROM (VALUES `+valuesList(n, 1)+`) WHERE true
+			SELECT ?, column1, ?, ?, ? FROM (VALUES `+sqltext.Rows(n, 1)+`) WHERE true
 			ON CONFLICT (queue, session) DO UPDATE SET owner = excluded.owner, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`,
 			args...); err != nil {
 			return nil, time.Time{}, wrap(op, err)
@@ -480,12 +481,6 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 			EnqueuedAt: fromMicros(r.EnqueuedAt), Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String})
 	}
 	return batches, time.Time{}, nil
-}
-
-// valuesList renders n rows of width placeholders for a VALUES clause.
-func valuesList(n, width int) string {
-	row := "(" + placeholders(width) + ")"
-	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
 // batchRow identifies what a lock token held, as returned by the statements that
@@ -534,7 +529,7 @@ func (q *Queue) afterLocks(ctx context.Context, tx *sqlx.Tx, locks []heldLock, r
 			RoutingKey string        `db:"routing_key"`
 			Attr       sql.NullInt64 `db:"attr"`
 		}
-		if err := q.stmts.Select(ctx, tx, &released, `WITH t(q, k, tok) AS (VALUES `+valuesList(n, 3)+`)
+		if err := q.stmts.Select(ctx, tx, &released, `WITH t(q, k, tok) AS (VALUES `+sqltext.Rows(n, 3)+`)
 			UPDATE mq_keys SET lock_token = NULL, locked_until = NULL FROM t
 			WHERE mq_keys.queue = t.q AND mq_keys.routing_key = t.k AND mq_keys.lock_token = t.tok
 			RETURNING queue, routing_key, attr`, keys...); err != nil {
@@ -547,7 +542,7 @@ func (q *Queue) afterLocks(ctx context.Context, tx *sqlx.Tx, locks []heldLock, r
 			}
 		}
 		if n := len(drop) / 2; n > 0 {
-			if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE (queue, routing_key) IN (VALUES `+valuesList(n, 2)+`)
+			if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE (queue, routing_key) IN (VALUES `+sqltext.Rows(n, 2)+`)
 				AND lock_token IS NULL AND attr IS NULL`, drop...); err != nil {
 				return err
 			}
@@ -555,7 +550,7 @@ func (q *Queue) afterLocks(ctx context.Context, tx *sqlx.Tx, locks []heldLock, r
 	}
 	if n := len(sessions) / 2; n > 0 {
 		if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_sessions SET last_activity_at = ?
-			WHERE locked_until > ? AND (queue, session) IN (VALUES `+valuesList(n, 2)+`)`,
+			WHERE locked_until > ? AND (queue, session) IN (VALUES `+sqltext.Rows(n, 2)+`)`,
 			append([]any{now, now}, sessions...)...); err != nil {
 			return err
 		}
@@ -624,7 +619,7 @@ func (q *Queue) ackMany(ctx context.Context, tx *sqlx.Tx, op string, tokens []st
 		Token string `db:"lock_token"`
 		batchRow
 	}
-	if err := q.stmts.Select(ctx, tx, &rows, `DELETE FROM mq_messages WHERE lock_token IN (`+placeholders(len(tokens))+`) AND locked_until > ?`+
+	if err := q.stmts.Select(ctx, tx, &rows, `DELETE FROM mq_messages WHERE lock_token IN (`+sqltext.Params(len(tokens))+`) AND locked_until > ?`+
 		batchReturning+`, lock_token`, append(args, now)...); err != nil {
 		return nil, err
 	}
@@ -645,9 +640,6 @@ func (q *Queue) ackMany(ctx context.Context, tx *sqlx.Tx, op string, tokens []st
 	}
 	return infos, q.afterLocks(ctx, tx, locks, true, now)
 }
-
-// placeholders renders n comma-separated parameters.
-func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
 
 // Abandon implements mq.MessageQueue.
 func (q *Queue) Abandon(ctx context.Context, token string, opts mq.AbandonOptions) error {
