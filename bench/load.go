@@ -225,8 +225,8 @@ func Load(ctx context.Context, p runtime.Provider, cfg Config) (Report, error) {
 	r := Report{Workload: cfg.Workload, Orchestrations: cfg.N, Activities: acts, Elapsed: elapsed,
 		OrchPerSec: float64(cfg.N) / elapsed.Seconds(), ActPerSec: float64(acts) / elapsed.Seconds(),
 		P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), CPUPerOrch: cpu / time.Duration(cfg.N),
-		Settings: fmt.Sprintf("n=%d k=%d f=%d activity-delay=%v timer-delay=%v concurrency=%d (0: all started first) orchestration-dispatchers=%d workers=%d (0: runtime defaults)",
-			cfg.N, cfg.K, cfg.F, cfg.ActivityDelay, cfg.TimerDelay, cfg.Concurrency, o.OrchestrationConcurrency, o.WorkerConcurrency)}
+		Settings: fmt.Sprintf("n=%d k=%d f=%d activity-delay=%v timer-delay=%v concurrency=%d (0: all started first) orchestration-dispatchers=%d workers=%d state-cache=%d (0: runtime defaults)",
+			cfg.N, cfg.K, cfg.F, cfg.ActivityDelay, cfg.TimerDelay, cfg.Concurrency, o.OrchestrationConcurrency, o.WorkerConcurrency, o.StateCacheSize)}
 	if tx > 0 {
 		r.TxPerOrch = float64(tx) / float64(cfg.N)
 	}

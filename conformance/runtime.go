@@ -41,10 +41,12 @@ func registerRuntimeGroup(g runtimeGroup) { runtimeGroups = append(runtimeGroups
 
 // TestRuntime runs end-to-end orchestrations through the real runtime (dispatchers,
 // client, registry) on the providers f makes: one subtest per scenario, named
-// Group/Case, each on a fresh provider. The scenarios port duroxide's e2e samples
-// and runtime tests: activities, timers, events, queues, sub-orchestrations,
+// Mode/Group/Case, each on a fresh provider. The scenarios port duroxide's e2e
+// samples and runtime tests: activities, timers, events, queues, sub-orchestrations,
 // continue-as-new, cancellation, versioning, sessions, tags, KV, custom status,
-// retries, poison, nondeterminism, crash recovery and a 1,000-way fan-out.
+// retries, poison, nondeterminism, crash recovery and a 1,000-way fan-out. Every
+// scenario runs twice: with the runtime's state cache (Mode StateCache) and without
+// it (NoStateCache), since the two must behave the same.
 func TestRuntime(t *testing.T, f RuntimeFactory) {
 	t.Helper()
 	if f.New == nil {
@@ -54,27 +56,39 @@ func TestRuntime(t *testing.T, f RuntimeFactory) {
 		runCrashChild(t, f, child)
 		return
 	}
-	e := renv{f: f}
-	for _, g := range runtimeGroups {
-		t.Run(g.name, func(t *testing.T) {
-			for _, c := range g.cases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.run(t, e)
+	for _, mode := range []struct {
+		name  string
+		cache bool
+	}{{"StateCache", true}, {"NoStateCache", false}} {
+		e := renv{f: f, cache: mode.cache}
+		t.Run(mode.name, func(t *testing.T) {
+			for _, g := range runtimeGroups {
+				t.Run(g.name, func(t *testing.T) {
+					for _, c := range g.cases {
+						t.Run(c.name, func(t *testing.T) {
+							t.Parallel()
+							c.run(t, e)
+						})
+					}
 				})
 			}
 		})
 	}
 }
 
-// renv gives scenarios the factory and shared helpers.
-type renv struct{ f RuntimeFactory }
+// renv gives scenarios the factory and shared helpers; cache tells whether the
+// runtimes they start keep a state cache.
+type renv struct {
+	f     RuntimeFactory
+	cache bool
+}
 
 // rig is one provider with the runtimes and client of a scenario.
 type rig struct {
-	t *testing.T
-	P runtime.Provider
-	C *runtime.Client
+	t     *testing.T
+	P     runtime.Provider
+	C     *runtime.Client
+	cache bool // the runtimes keep a state cache
 }
 
 // rig makes a fresh provider (closed when the test ends).
@@ -82,7 +96,7 @@ func (e renv) rig(t *testing.T) *rig {
 	t.Helper()
 	p := e.f.New(t)
 	t.Cleanup(func() { _ = p.Close() })
-	return &rig{t: t, P: p, C: runtime.NewClient(p)}
+	return &rig{t: t, P: p, C: runtime.NewClient(p), cache: e.cache}
 }
 
 // fastOptions are runtime options for tests: short polls and backoffs so scenarios
@@ -92,10 +106,18 @@ func fastOptions() runtime.Options {
 		UnregisteredBackoff: 20 * time.Millisecond, DrainTimeout: 2 * time.Second, ActivityCancellationGrace: 2 * time.Second}
 }
 
+// options are opts with the rig's state cache mode.
+func (r *rig) options(opts runtime.Options) runtime.Options {
+	if !r.cache {
+		opts.StateCacheSize = -1
+	}
+	return opts
+}
+
 // start runs a runtime over the rig's provider until the test ends (or stop).
 func (r *rig) start(reg *runtime.Registry, opts runtime.Options) *running {
 	r.t.Helper()
-	rt, err := runtime.New(r.P, reg, opts)
+	rt, err := runtime.New(r.P, reg, r.options(opts))
 	if err != nil {
 		r.t.Fatalf("runtime.New: %v", err)
 	}

@@ -983,7 +983,7 @@ func rtRunTwiceIsRefused(t *testing.T, e renv) {
 	reg := newRegistry(t).act("A", echo).orch("O", func(ctx *runtime.Context, in string) (string, error) {
 		return ctx.ScheduleActivity("A", in).Get()
 	})
-	rt, err := runtime.New(r.P, reg.Registry, fastOptions())
+	rt, err := runtime.New(r.P, reg.Registry, r.options(fastOptions()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,10 @@ const crashChildEnv = "DUROQ_RUNTIME_CRASH_CHILD"
 
 func crashChild() string { return os.Getenv(crashChildEnv) }
 
+// crashCacheEnv tells the child whether its runtime keeps a state cache (a bool), as
+// the scenario's runtimes do.
+const crashCacheEnv = "DUROQ_RUNTIME_CRASH_CHILD_CACHE"
+
 const (
 	crashInstances = 20
 	crashSteps     = 5
@@ -72,7 +76,9 @@ func runCrashChild(t *testing.T, f RuntimeFactory, location string) {
 		t.Fatalf("crash child: open %s: %v", location, err)
 	}
 	defer p.Close()
-	rt, err := runtime.New(p, crashRegistry(t), crashOptions())
+	cache, _ := strconv.ParseBool(os.Getenv(crashCacheEnv))
+	child := &rig{t: t, P: p, cache: cache}
+	rt, err := runtime.New(p, crashRegistry(t), child.options(crashOptions()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,9 +105,10 @@ func rtChildKilledMidRun(t *testing.T, e renv) {
 		}
 	}
 
+	// The child runs only the top-level test, which turns into the child at once.
 	top := strings.SplitN(t.Name(), "/", 2)[0]
 	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.count=1", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+location)
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+location, crashCacheEnv+"="+strconv.FormatBool(e.cache))
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -126,7 +133,7 @@ func rtChildKilledMidRun(t *testing.T, e renv) {
 	t.Logf("child killed with %d of %d instances completed", doneAtKill, crashInstances)
 
 	// Another runtime resumes everything from the store.
-	r := &rig{t: t, P: p, C: c}
+	r := &rig{t: t, P: p, C: c, cache: e.cache}
 	r.start(crashRegistry(t), crashOptions())
 	for i := range crashInstances {
 		id := fmt.Sprintf("crash-%02d", i)

@@ -117,7 +117,7 @@ func (r *rig) startProbed(probe *cnvProbe, reg *runtime.Registry, tune ...func(*
 	for _, f := range tune {
 		f(&o)
 	}
-	pr := &rig{t: r.t, P: probe, C: r.C}
+	pr := &rig{t: r.t, P: probe, C: r.C, cache: r.cache}
 	return pr.start(reg, o)
 }
 

@@ -62,8 +62,9 @@ func (r *Runtime) runTurns(ctx context.Context, items []*OrchestrationItem, bp B
 
 	var ready []*OrchestrationItem
 	var acks []TurnAck
+	var engines []*engine // of the ready turns: to cache once committed (nil: nothing to cache)
 	for _, item := range items {
-		ack, delay, err := r.decideTurn(item)
+		ack, e, delay, err := r.decideTurn(item)
 		if err != nil {
 			r.log.Warn("orchestration turn postponed", "instance", item.Instance, "reason", err, "delay", delay)
 			if err := r.p.AbandonOrchestrationItem(ctx, item.LockToken, delay, false); err != nil {
@@ -73,17 +74,23 @@ func (r *Runtime) runTurns(ctx context.Context, items []*OrchestrationItem, bp B
 		}
 		ready = append(ready, item)
 		acks = append(acks, TurnAck{Token: item.LockToken, Ack: ack})
+		engines = append(engines, e)
 	}
 	if len(acks) > 1 && bp != nil {
 		if err := bp.AckOrchestrationItems(ctx, acks); err == nil {
 			for i, a := range acks {
 				r.ended(ready[i], a.Ack)
+				r.states.put(engines[i])
 			}
 			return
 		}
 	}
 	for i, item := range ready {
-		r.commit(ctx, item, acks[i].Ack)
+		if r.commit(ctx, item, acks[i].Ack) {
+			r.states.put(engines[i])
+		} else {
+			engines[i].close() // the turn runs again: its state is not the stored one
+		}
 	}
 }
 
@@ -100,19 +107,20 @@ func (r *Runtime) ended(item *OrchestrationItem, ack OrchestrationAck) {
 // errPostpone marks turns that cannot run here now (the item is abandoned).
 var errPostpone = errors.New("postponed")
 
-// decideTurn computes the ack of a turn, or an error and a delay when the item must be
-// offered again later.
-func (r *Runtime) decideTurn(item *OrchestrationItem) (ack OrchestrationAck, delay time.Duration, err error) {
+// decideTurn computes the ack of a turn and the engine to cache once it is committed
+// (nil: none), or an error and a delay when the item must be offered again later.
+func (r *Runtime) decideTurn(item *OrchestrationItem) (ack OrchestrationAck, e *engine, delay time.Duration, err error) {
 	poisoned := item.AttemptCount > r.opts.MaxAttempts
 	if item.HistoryError != "" {
+		r.states.drop(item.Instance) // whatever it holds is not the stored history
 		if !poisoned {
-			return ack, time.Second, fmt.Errorf("%w: history of %s cannot be read: %s", errPostpone, item.Instance, item.HistoryError)
+			return ack, nil, time.Second, fmt.Errorf("%w: history of %s cannot be read: %s", errPostpone, item.Instance, item.HistoryError)
 		}
 		// Nothing can be appended to a history nobody can read: end it in metadata.
 		d := &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonFailedDeserialization, Instance: item.Instance,
 			ExecutionID: item.ExecutionID, Error: item.HistoryError, AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts}
 		status, out := StatusFailed, d.DisplayMessage()
-		return OrchestrationAck{ExecutionID: item.ExecutionID, Metadata: ExecutionMetadata{Status: &status, Output: &out}}, 0, nil
+		return OrchestrationAck{ExecutionID: item.ExecutionID, Metadata: ExecutionMetadata{Status: &status, Output: &out}}, nil, 0, nil
 	}
 
 	turn := Turn{Instance: item.Instance, ExecutionID: item.ExecutionID, History: item.History, Messages: item.Messages,
@@ -127,11 +135,11 @@ func (r *Runtime) decideTurn(item *OrchestrationItem) (ack OrchestrationAck, del
 	if len(turn.History) > 0 {
 		s := &turn.History[0]
 		if s.RuntimeVersion != "" && !r.accepts(s.RuntimeVersion) {
-			return ack, time.Second, fmt.Errorf("%w: execution pinned to %s, outside this runtime's capability", errPostpone, s.RuntimeVersion)
+			return ack, nil, time.Second, fmt.Errorf("%w: execution pinned to %s, outside this runtime's capability", errPostpone, s.RuntimeVersion)
 		}
 		var ok bool
 		if fn, ok = r.reg.orchestration(s.Name, s.Version); !ok && !poisoned && !turn.History[len(turn.History)-1].IsTerminal() {
-			return ack, r.unregisteredDelay(item.AttemptCount),
+			return ack, nil, r.unregisteredDelay(item.AttemptCount),
 				fmt.Errorf("%w: orchestration %s version %s is not registered here", errPostpone, s.Name, s.Version)
 		}
 	} else if i := firstStart(turn.Messages); i >= 0 {
@@ -143,7 +151,7 @@ func (r *Runtime) decideTurn(item *OrchestrationItem) (ack OrchestrationAck, del
 			turn.Messages[i].Version = version
 			fn, _ = r.reg.orchestration(m[i].Name, version)
 		} else if !poisoned {
-			return ack, r.unregisteredDelay(item.AttemptCount),
+			return ack, nil, r.unregisteredDelay(item.AttemptCount),
 				fmt.Errorf("%w: orchestration %s version %q is not registered here", errPostpone, m[i].Name, m[i].Version)
 		} else if turn.Messages[i].Version == "" {
 			turn.Messages[i].Version = DefaultVersion
@@ -157,7 +165,7 @@ func (r *Runtime) decideTurn(item *OrchestrationItem) (ack OrchestrationAck, del
 		fn = func(*Context, string) (string, error) { return "", errors.New("no code") } // ended, poisoned or not started: never run
 	}
 
-	res := RunTurn(turn, fn)
+	res, e := r.states.run(turn, fn)
 	ack = OrchestrationAck{ExecutionID: turn.ExecutionID, HistoryDelta: res.NewEvents, WorkerItems: res.WorkerItems,
 		OrchestratorItems: res.OrchestratorItems, CancelledActivities: res.CancelledActivities}
 	if len(turn.History) == 0 && len(res.NewEvents) > 0 {
@@ -168,7 +176,7 @@ func (r *Runtime) decideTurn(item *OrchestrationItem) (ack OrchestrationAck, del
 	if res.Status != StatusRunning {
 		ack.Metadata.Status, ack.Metadata.Output = &res.Status, &res.Output
 	}
-	return ack, 0, nil
+	return ack, e, 0, nil
 }
 
 // accepts reports whether this runtime may replay an execution pinned to version.
@@ -186,14 +194,14 @@ func (r *Runtime) accepts(version string) bool {
 	return false
 }
 
-// commit acks a turn, retrying transient failures; a turn that cannot be committed
-// is abandoned so it runs again.
-func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack OrchestrationAck) {
+// commit acks a turn, retrying transient failures, and reports whether it did; a turn
+// that cannot be committed is abandoned so it runs again.
+func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack OrchestrationAck) bool {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if err = r.p.AckOrchestrationItem(ctx, item.LockToken, ack); err == nil {
 			r.ended(item, ack)
-			return
+			return true
 		}
 		if !IsRetryable(err) || !sleep(ctx, 10*time.Millisecond<<attempt) {
 			break
@@ -201,11 +209,12 @@ func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack Orche
 	}
 	r.log.Warn("ack orchestration item failed; the turn will run again", "instance", item.Instance, "err", err)
 	if errors.Is(err, ErrLockLost) {
-		return // another dispatcher owns the instance now
+		return false // another dispatcher owns the instance now
 	}
 	if err := r.p.AbandonOrchestrationItem(context.WithoutCancel(ctx), item.LockToken, 50*time.Millisecond, false); err != nil {
 		r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
 	}
+	return false
 }
 
 func hasKind(items []WorkItem, k WorkItemKind) bool {

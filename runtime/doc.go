@@ -80,6 +80,7 @@
 //
 //	start / options / shutdown        New, Run, Shutdown (drain, then cancel)  CancellationPoison/ShutdownDrainsInFlightActivity, ShutdownPastDrainTimeoutHandsActivityOn, RunTwiceIsRefused
 //	orchestrator lock renewal         Options.OrchestratorLockTimeout      CancellationPoison/OrchestrationLockRenewalPreventsExpiration
+//	state cache between turns         Options.StateCacheSize (suspended code kept, LRU; replay on any mismatch)  every scenario under StateCache/ and NoStateCache/, TestStateCache*
 //	poison orchestration              Options.MaxAttempts                  CancellationPoison/PoisonOrchestrationFails, CustomMaxAttemptsRespected
 //	panics become failures            engine recovers                      Basics/PanicsBecomeFailures, ActivityPanicIsAnActivityFailure
 //	terminal handling, idempotent start collisions answered              Basics/StartIsIdempotent, SubOrchestrations/ExplicitIDCollidesWith*

@@ -10,7 +10,8 @@ import (
 )
 
 // Orchestration is an orchestration's code: a plain Go function of a Context, replayed
-// from its history on every turn. It MUST be deterministic: every decision it takes
+// from its history on every turn the runtime cannot resume from its state cache
+// (Options.StateCacheSize). It MUST be deterministic: every decision it takes
 // (what to schedule, in which order) must depend only on its input and on the results
 // the Context hands it, never on wall clocks, randomness, map order or I/O — those go
 // into activities. Return ctx.ContinueAsNew(...) to continue as new.
@@ -85,6 +86,7 @@ type configError struct{ kind, msg string }
 // clocks or I/O of its own, so the same input always gives the same result.
 func RunTurn(t Turn, fn Orchestration) TurnResult {
 	e := newEngine(t)
+	defer e.close()
 	return e.run(fn)
 }
 
@@ -109,6 +111,17 @@ type engine struct {
 	yield     func(struct{}) bool
 	failure   *ErrorDetails
 	log       *slog.Logger
+	// unreplayable is set when a completion of this turn found no future: the code
+	// lags behind its history, which a replay of the next turn reports as
+	// nondeterminism, so this state must not be resumed.
+	unreplayable bool
+
+	// The code's coroutine: next runs it to its next wait, stop unwinds it.
+	next     func() (struct{}, bool)
+	stop     func()
+	finished bool // the code returned or panicked
+	output   string
+	fnErr    error
 }
 
 func newEngine(t Turn) *engine {
@@ -181,17 +194,39 @@ func (e *engine) run(fn Orchestration) TurnResult {
 	for _, cf := range started.CarryForward {
 		e.queued[cf.Name] = append(e.queued[cf.Name], cf.Data)
 	}
-	e.log = slog.New(slog.DiscardHandler)
-	if e.t.Logger != nil {
-		e.log = e.t.Logger.With("instance", e.t.Instance, "execution", e.t.ExecutionID,
-			"orchestration", started.Name, "version", started.Version)
-	}
+	e.log = e.logger()
+	e.startCode(fn, started.Input)
+	// Deliver the completions of history and of this turn, one at a time, in order.
+	e.drive(0, e.step())
+	return e.conclude()
+}
 
+// resume runs turn t on an engine whose state is current for it (see current):
+// the code is suspended where a replay of t's history would leave it, so only t's
+// messages are delivered, giving the result RunTurn would.
+func (e *engine) resume(t Turn) TurnResult {
+	e.t, e.nHist = t, len(e.events)
+	e.res = TurnResult{Status: StatusRunning}
+	e.started(&e.events[0])
+	e.acceptMessages(false)
+	e.log = e.logger()
+	e.drive(e.nHist, false)
+	return e.conclude()
+}
+
+// logger is the code's logger for this turn, naming the execution.
+func (e *engine) logger() *slog.Logger {
+	if e.t.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	s := &e.events[0]
+	return e.t.Logger.With("instance", e.t.Instance, "execution", e.t.ExecutionID, "orchestration", s.Name, "version", s.Version)
+}
+
+// startCode makes fn a coroutine of the engine; it first runs at the first step.
+func (e *engine) startCode(fn Orchestration, input string) {
 	ctx := &Context{e: e}
-	var output string
-	var fnErr error
-	finished := false
-	next, stop := iter.Pull(func(yield func(struct{}) bool) {
+	e.next, e.stop = iter.Pull(func(yield func(struct{}) bool) {
 		e.yield = yield
 		defer func() {
 			if p := recover(); p != nil {
@@ -204,23 +239,33 @@ func (e *engine) run(fn Orchestration) TurnResult {
 					}
 					e.fail(&ErrorDetails{Kind: ErrorApplication, AppKind: AppPanicked, Message: fmt.Sprint(p)})
 				}
-				finished = true
+				e.finished = true
 			}
 		}()
-		output, fnErr = fn(ctx, started.Input)
-		finished = true
+		e.output, e.fnErr = fn(ctx, input)
+		e.finished = true
 	})
-	defer stop()
+}
 
-	resume := func() bool { next(); return finished || e.failure != nil }
-	done := resume()
-	// Deliver the completions of history and of this turn, one at a time, in order.
-	for i := 0; !done && i < len(e.events); i++ {
+// step runs the code to its next wait; it reports whether the code is done with.
+func (e *engine) step() bool {
+	e.next()
+	return e.finished || e.failure != nil
+}
+
+// drive delivers events from index from on, including those the code appends
+// meanwhile, running the code after each one it was waiting for.
+func (e *engine) drive(from int, done bool) {
+	for i := from; !done && i < len(e.events); i++ {
 		if e.deliver(&e.events[i]) {
-			done = resume()
+			done = e.step()
 		}
 	}
-	if e.failure == nil && finished {
+}
+
+// conclude records how the code ended, if it did, and returns the turn's result.
+func (e *engine) conclude() TurnResult {
+	if e.failure == nil && e.finished {
 		// A cancel accepted with the message that let the code finish still wins:
 		// the code returned before it was delivered.
 		for i := range e.events {
@@ -230,10 +275,23 @@ func (e *engine) run(fn Orchestration) TurnResult {
 			}
 		}
 	}
-	if e.failure == nil && finished {
-		e.complete(output, fnErr)
+	if e.failure == nil && e.finished {
+		e.complete(e.output, e.fnErr)
 	}
 	return e.finish()
+}
+
+// resumable reports whether the execution still runs with its code suspended in a
+// state a replay of its history would rebuild.
+func (e *engine) resumable() bool {
+	return e.next != nil && !e.finished && e.failure == nil && !e.unreplayable
+}
+
+// close unwinds the code's coroutine, if any (nil: nothing to close).
+func (e *engine) close() {
+	if e != nil && e.stop != nil {
+		e.stop()
+	}
 }
 
 // acceptMessages turns the fetched messages into events of this turn, dropping
@@ -340,6 +398,7 @@ func (e *engine) deliver(ev *Event) bool {
 			if int(ev.EventID) <= e.nHist {
 				nondeterministic(e, fmt.Sprintf("history completes event %d, which the code did not schedule", ev.SourceEventID))
 			}
+			e.unreplayable = true
 			return false
 		}
 		if f.done || f.cancelled {

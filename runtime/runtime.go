@@ -83,6 +83,14 @@ type Options struct {
 	SessionIdleTimeout     time.Duration
 	SessionCleanupInterval time.Duration
 
+	// StateCacheSize is how many running executions keep their replayed state (the
+	// suspended orchestration code) between turns, so that a turn whose fetched
+	// history is exactly what the previous one left runs only its new messages
+	// instead of replaying the whole history (default 1024; the least recently used
+	// is evicted; negative disables the cache). Each entry holds its execution's
+	// history and a parked goroutine.
+	StateCacheSize int
+
 	// OnExecutionEnded, when set, is called after this runtime commits a turn that
 	// ends an execution (status Completed, Failed or ContinuedAsNew), for metrics and
 	// load drivers. It runs on the dispatcher: it must be quick and must not block.
@@ -125,6 +133,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxSessionsPerRuntime <= 0 {
 		o.MaxSessionsPerRuntime = 10
+	}
+	if o.StateCacheSize == 0 {
+		o.StateCacheSize = defaultStateCacheSize
 	}
 	if o.RuntimeVersion == "" {
 		o.RuntimeVersion = Version
@@ -179,6 +190,7 @@ type Runtime struct {
 
 	sessions sessionTracker
 	notify   *completions
+	states   *stateCache // nil when disabled
 }
 
 // New returns a runtime over p running reg's code. Start it with Run.
@@ -191,7 +203,7 @@ func New(p Provider, reg *Registry, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	return &Runtime{p: p, reg: reg, opts: o, log: o.Logger, finished: make(chan struct{}),
-		sessions: sessionTracker{inFlight: map[string]int{}}, notify: newCompletions()}, nil
+		sessions: sessionTracker{inFlight: map[string]int{}}, notify: newCompletions(), states: newStateCache(o.StateCacheSize)}, nil
 }
 
 // ErrRunning is returned by Run when the runtime already ran.
@@ -238,6 +250,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		cancelWork()
 		<-drained
 	}
+	r.states.close() // no dispatcher runs any more
 	r.log.Info("duroq runtime stopped")
 	return nil
 }

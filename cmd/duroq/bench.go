@@ -52,6 +52,7 @@ func benchCmd(args []string, out io.Writer) error {
 	prefill := fs.Bool("prefill", false, "start every instance before the runtime (same as -concurrency 0)")
 	orchConc := fs.Int("orchestrations", 0, "orchestration dispatchers (0: the runtime default)")
 	workers := fs.Int("workers", 0, "activity slots (0: the runtime default)")
+	stateCache := fs.Int("state-cache", 0, "executions whose replayed state is cached between turns (0: the runtime default, -1: off)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Parse(args[1:])
@@ -100,7 +101,7 @@ func benchCmd(args []string, out io.Writer) error {
 	}
 
 	cfg := bench.Config{Workload: workload, N: *n, K: *k, F: *f, ActivityDelay: *delay, Concurrency: *concurrency,
-		Options: runtime.Options{OrchestrationConcurrency: *orchConc, WorkerConcurrency: *workers}}
+		Options: runtime.Options{OrchestrationConcurrency: *orchConc, WorkerConcurrency: *workers, StateCacheSize: *stateCache}}
 	if cfg.Concurrency < 0 {
 		cfg.Concurrency = 0
 		if workload == bench.WorkloadFanout {
