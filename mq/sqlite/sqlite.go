@@ -348,10 +348,6 @@ func (q *Queue) DequeueManyTx(ctx context.Context, tx *sqlx.Tx, queue string, op
 	return batches, err
 }
 
-// candidateSlack is how many candidate rows the scan reads per wanted batch: a
-// routing key's later messages join its batch, so some candidates are repeats.
-const candidateSlack = 2
-
 func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, time.Time, error) {
 	const op = "dequeue"
 	opts, err := mq.NormalizeDequeue(queue, opts)
@@ -379,7 +375,7 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 		LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session
 		WHERE m.queue = ? AND m.visible_at <= ?
 		  AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= ?)`+cond+`
-		ORDER BY m.visible_at, m.id LIMIT ?`, append(append([]any{queue, now, now}, condArgs...), max*candidateSlack)...)
+		ORDER BY m.visible_at, m.id LIMIT ?`, append(append([]any{queue, now, now}, condArgs...), max)...)
 	if err != nil {
 		return nil, time.Time{}, wrap(op, err)
 	}
@@ -394,7 +390,9 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 		return nil, fromMicros(next.Int64), nil
 	}
 
-	// Choose the batches: a key's first candidate stands for all its messages.
+	// Choose the batches: a key's first candidate stands for all its messages. The
+	// scan reads max rows, so repeats of a key make this call return fewer batches,
+	// never more work per batch.
 	until := micros(q.now().Add(opts.LockTimeout))
 	var (
 		batches  []*mq.Batch
