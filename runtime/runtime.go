@@ -26,9 +26,10 @@ type Options struct {
 	// transaction when the provider is a BatchProvider (default 32; 1 turns batching
 	// off).
 	OrchestrationBatch int
-	// WorkerConcurrency is the number of activities run at once (default 16: an
+	// WorkerConcurrency is the number of activities run at once (default 32: an
 	// activity is a goroutine, and free slots let one transaction fetch, and one
-	// commit ack, many activities; duroxide's default is 2).
+	// commit ack, many activities — on duroq bench seq, 32 slots move ~30% more
+	// than 16; duroxide's default is 2).
 	WorkerConcurrency int
 
 	// OrchestratorLockTimeout is how long a turn holds its instance without renewal
@@ -112,7 +113,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.OrchestrationConcurrency = 2
 	}
 	if o.WorkerConcurrency <= 0 {
-		o.WorkerConcurrency = 16
+		o.WorkerConcurrency = 32
 	}
 	if o.OrchestrationBatch <= 0 {
 		o.OrchestrationBatch = 32

@@ -148,6 +148,8 @@ func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	})
 	if badConn(err) {
 		w.drop()
+	} else if err != nil && w.conn != nil {
+		w.settle()
 	}
 	// Hand the connection back once idle, so that closing db closes it soon.
 	if w.idle == nil {
@@ -178,6 +180,21 @@ func (w *Writer) begin(ctx context.Context) (*sqlx.Tx, error) {
 	}
 	w.conn = conn
 	return conn.BeginTxx(ctx, nil)
+}
+
+// settle rolls back a transaction a failed attempt left open on the connection (a
+// COMMIT or ROLLBACK that itself failed), so the next writer can begin.
+func (w *Writer) settle() {
+	err := w.conn.Raw(func(dc any) error {
+		if c, ok := dc.(*sqlite3.SQLiteConn); ok && !c.AutoCommit() {
+			_, err := c.Exec("ROLLBACK", nil)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		w.drop()
+	}
 }
 
 func (w *Writer) drop() {
