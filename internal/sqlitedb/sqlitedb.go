@@ -187,8 +187,9 @@ func (w *Writer) begin(ctx context.Context) (*sqlx.Tx, error) {
 func (w *Writer) settle() {
 	err := w.conn.Raw(func(dc any) error {
 		if c, ok := dc.(*sqlite3.SQLiteConn); ok && !c.AutoCommit() {
-			_, err := c.Exec("ROLLBACK", nil)
-			return err
+			if _, err := c.Exec("ROLLBACK", nil); err != nil {
+				return driver.ErrBadConn // database/sql then closes it, not pools it
+			}
 		}
 		return nil
 	})
