@@ -93,11 +93,25 @@ func Open(path string, o Options) (*sqlx.DB, error) {
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(0)
-	if err := db.Ping(); err != nil {
+	if err := ping(db, busy); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// ping opens the first connection. Switching a new file to WAL needs an exclusive
+// lock, and SQLite reports SQLITE_BUSY at once, without its busy handler, when
+// another process's connection is doing the same: retry until the busy timeout.
+func ping(db *sqlx.DB, busy time.Duration) error {
+	deadline := time.Now().Add(busy)
+	for {
+		err := db.Ping()
+		if se, ok := errors.AsType[sqlite3.Error](err); !ok || se.Code != sqlite3.ErrBusy || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 var writers sync.Map // *sqlx.DB → *Writer
