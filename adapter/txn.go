@@ -254,7 +254,7 @@ func (b sqlBinding) run(ctx context.Context, fn func(tx txn) error) error {
 		return fn(t)
 	}
 	var err error
-	if b.db.DriverName() == "sqlite3" {
+	if sqlitedb.IsSQLite(b.db) {
 		// SQLite has one writer: queue on the process's write lock.
 		err = sqlitedb.WriterOf(b.db).Run(ctx, attempt)
 	} else {

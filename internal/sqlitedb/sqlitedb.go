@@ -37,6 +37,24 @@ type Options struct {
 
 var memorySeq atomic.Int64
 
+// DriverName is the database/sql driver Open uses: go-sqlite3 with every connection
+// keeping temporary tables in memory. Set-based statements (UPDATE … FROM,
+// RETURNING) build small ephemeral tables, which would otherwise be temporary files:
+// a file per statement made them several times slower.
+const DriverName = "duroq-sqlite3"
+
+func init() {
+	sql.Register(DriverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec("PRAGMA temp_store = MEMORY", nil)
+		return err
+	}})
+	sqlx.BindDriver(DriverName, sqlx.QUESTION)
+}
+
+// IsSQLite reports whether db is a SQLite database (opened by Open, or by the
+// caller with go-sqlite3's "sqlite3" driver).
+func IsSQLite(db *sqlx.DB) bool { return db.DriverName() == DriverName || db.DriverName() == "sqlite3" }
+
 // Open opens (creating if needed) the SQLite database at path in WAL mode, with
 // transactions that take the write lock when they begin (BEGIN IMMEDIATE), so that
 // two writers never deadlock upgrading a read lock. The path ":memory:" opens a
@@ -75,7 +93,7 @@ func Open(path string, o Options) (*sqlx.DB, error) {
 		q.Set("_journal_mode", "WAL")
 		dsn = "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 	}
-	db, err := sqlx.Open("sqlite3", dsn)
+	db, err := sqlx.Open(DriverName, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
