@@ -148,9 +148,13 @@ func TestMultiProcessPostgres(t *testing.T) {
 	if missing != 0 {
 		t.Fatalf("%d activities never ran", missing)
 	}
-	if repeatsElsewhere != 0 || repeats > mpOptions().WorkerConcurrency {
-		t.Fatalf("%d activities ran twice, %d of them without the killed process (it had at most %d in flight)",
-			repeats, repeatsElsewhere, mpOptions().WorkerConcurrency)
+	// The killed process's executed-but-uncommitted activities bound the repeats: up
+	// to WorkerConcurrency running, as many settled in the committer's buffer, and
+	// the group the committer was writing (at most the buffer plus one).
+	window := 3*mpOptions().WorkerConcurrency + 1
+	if repeatsElsewhere != 0 || repeats > window {
+		t.Fatalf("%d activities ran twice, %d of them without the killed process (it had at most %d executed and not committed)",
+			repeats, repeatsElsewhere, window)
 	}
 }
 
