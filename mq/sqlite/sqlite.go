@@ -571,12 +571,6 @@ func (q *Queue) AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq
 	return err
 }
 
-// AckLockTx is AckTx (without follow-ups) that also says what token held, as LockTx
-// would have said before the ack: one statement fewer than both.
-func (q *Queue) AckLockTx(ctx context.Context, tx *sqlx.Tx, token string) (mq.LockInfo, error) {
-	return q.ack(ctx, tx, token, nil)
-}
-
 // AckManyTx acks many tokens in tx, in a constant number of statements, and says
 // what each held (in the order of tokens). If any lock is lost it fails with
 // ErrLockLost naming that token (roll the transaction back: others were acked).
