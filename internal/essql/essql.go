@@ -55,10 +55,10 @@ type Dialect struct {
 	// ends whether it ends the partition. Update then merges the KV delta of an
 	// ended partition.
 	UpdateRows func(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate, status any, ends bool, now int64) error
-	// CommitMany, if set, writes the events and applies the updates of commits
-	// (checked, distinct streams) inside tx in a constant number of statements;
-	// CommitManyTx then merges the KV delta of ended partitions. Nil appends and
-	// updates stream by stream.
+	// CommitMany writes the events and applies the updates of commits (checked,
+	// distinct streams) inside tx in a constant number of statements; CommitManyTx
+	// then merges the KV delta of ended partitions. Only a backend that forwards
+	// CommitManyTx sets it.
 	CommitMany func(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit, now int64) error
 	// LockPlan, if set, returns the streams plan picks for a delete, locked so that
 	// they cannot change before they are removed. Nil runs plan as it is (the

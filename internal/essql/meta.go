@@ -60,8 +60,9 @@ func (s *Store) mergeKV(ctx context.Context, tx *sqlx.Tx, stream string, partiti
 }
 
 // CommitManyTx appends and updates many streams inside tx, as AppendTx then UpdateTx
-// for each commit would, in a constant number of statements where the dialect can
-// (Dialect.CommitMany). It is all or nothing: on error nothing of it is written.
+// for each commit would, in the constant number of statements of Dialect.CommitMany
+// (a backend forwards this method only if it sets that). It is all or nothing: on
+// error nothing of it is written.
 func (s *Store) CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error {
 	const op = "commit"
 	if err := s.usable(ctx, op); err != nil {
@@ -84,19 +85,6 @@ func (s *Store) CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventst
 		return nil
 	}
 	return s.inTx(ctx, tx, op, commits[0].Stream, func() error {
-		if s.d.CommitMany == nil {
-			for _, c := range commits {
-				if len(c.Events) > 0 {
-					if err := s.append(ctx, tx, c.Stream, c.Update.Partition, c.Events); err != nil {
-						return err
-					}
-				}
-				if err := s.update(ctx, tx, c.Stream, c.Update); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
 		if err := s.d.CommitMany(ctx, tx, commits, micros(s.now())); err != nil {
 			return err
 		}
