@@ -292,7 +292,7 @@ func classify(op string, err error) error {
 		}
 	}
 	for _, permanent := range []error{runtime.ErrLockLost, runtime.ErrInvalid, runtime.ErrNotFound, runtime.ErrDuplicateEvent,
-		runtime.ErrCorruptHistory, runtime.ErrClosed, context.Canceled, context.DeadlineExceeded} {
+		runtime.ErrCorruptHistory, runtime.ErrClosed, mq.ErrCorrupt, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, permanent) {
 			return runtime.Permanent(op, err)
 		}

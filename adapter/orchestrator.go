@@ -72,7 +72,7 @@ func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st *event
 		if msgs[i], err = runtime.UnmarshalWorkItem(d.Payload); err != nil {
 			// A message nobody can read would block its instance forever unseen: keep
 			// it (attempt counted) and say which one it is.
-			_ = p.q.Abandon(ctx, b.Token, mq.AbandonOptions{Delay: p.orphan})
+			_ = p.q.Abandon(ctx, b.Token, mq.AbandonOptions{Delay: p.orphan, ReleaseKey: true})
 			return nil, runtime.Permanent(op, fmt.Errorf("instance %q: orchestrator message %d: %w", instance, d.ID, err))
 		}
 	}
@@ -117,7 +117,7 @@ func (p *Provider) newInstanceItem(ctx context.Context, item *runtime.Orchestrat
 		return nil, classify(op, p.q.Ack(ctx, item.LockToken))
 	}
 	// Other messages (a completion or a cancellation racing ahead of a start) wait.
-	return nil, classify(op, p.q.Abandon(ctx, item.LockToken, mq.AbandonOptions{Delay: p.orphan, IgnoreAttempt: true}))
+	return nil, classify(op, p.q.Abandon(ctx, item.LockToken, mq.AbandonOptions{Delay: p.orphan, IgnoreAttempt: true, ReleaseKey: true}))
 }
 
 // abandonAfter releases a batch that could not be prepared and reports err.
@@ -332,7 +332,9 @@ func deltaSideEffects(delta []runtime.Event) (kv []eventstore.KVMutation, custom
 
 // AbandonOrchestrationItem implements runtime.Provider.
 func (p *Provider) AbandonOrchestrationItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
-	return p.wrote("abandon_orchestration_item", p.q.Abandon(ctx, token, mq.AbandonOptions{Delay: max(delay, 0), IgnoreAttempt: ignoreAttempt}))
+	return p.wrote("abandon_orchestration_item", p.q.Abandon(ctx, token,
+		// duroxide lets the instance go at once; its messages carry their own order.
+		mq.AbandonOptions{Delay: max(delay, 0), IgnoreAttempt: ignoreAttempt, ReleaseKey: true}))
 }
 
 // RenewOrchestrationItemLock implements runtime.Provider.

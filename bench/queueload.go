@@ -2,8 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -11,10 +12,13 @@ import (
 )
 
 // QueueConfig describes a raw queue load: Messages messages enqueued (in batches of
-// 100), then drained by Consumers goroutines doing DequeueBatch + Ack.
+// 100), then drained by an mq.Consumer with a no-op handler, as an application
+// would drain them.
 type QueueConfig struct {
-	Messages  int // default 20000
-	Consumers int // default 1
+	Messages int // default 20000
+	// Consumers is the Consumer's Concurrency: batches handled at once, fetched
+	// together and settled together. Default 1.
+	Consumers int
 	// PerKey > 0 spreads messages over routing keys with PerKey messages each (keyed
 	// traffic, batches of up to PerKey); 0 sends un-keyed messages.
 	PerKey int
@@ -24,7 +28,7 @@ type QueueConfig struct {
 type QueueReport struct {
 	Config        QueueConfig `json:"config"`
 	EnqueuePerSec float64     `json:"enqueue_msgs_per_s"`
-	DrainPerSec   float64     `json:"dequeue_ack_msgs_per_s"`
+	DrainPerSec   float64     `json:"drain_msgs_per_s"`
 	Batches       int64       `json:"batches"`
 }
 
@@ -33,7 +37,7 @@ func (r QueueReport) String() string {
 	if r.Config.PerKey > 0 {
 		keys = fmt.Sprintf("keyed, %d per key", r.Config.PerKey)
 	}
-	return fmt.Sprintf("queue %d msgs, %s, %d consumers: enqueue %.0f msgs/s (batches of 100), dequeue+ack %.0f msgs/s (%.1f msgs per batch)",
+	return fmt.Sprintf("queue %d msgs, %s, consumer concurrency %d: enqueue %.0f msgs/s (batches of 100), drain through mq.Consumer %.0f msgs/s (%.1f msgs per batch)",
 		r.Config.Messages, keys, r.Config.Consumers, r.EnqueuePerSec, r.DrainPerSec, float64(r.Config.Messages)/float64(max(r.Batches, 1)))
 }
 
@@ -63,38 +67,78 @@ func QueueLoad(ctx context.Context, q mq.MessageQueue, cfg QueueConfig) (QueueRe
 	}
 	r := QueueReport{Config: cfg, EnqueuePerSec: float64(cfg.Messages) / time.Since(began).Seconds()}
 
-	var left atomic.Int64
+	drainCtx, drained := context.WithCancel(ctx)
+	defer drained()
+	var left, batches atomic.Int64
 	left.Store(int64(cfg.Messages))
-	var batches atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, cfg.Consumers)
-	began = time.Now()
-	for range cfg.Consumers {
-		wg.Go(func() {
-			for left.Load() > 0 {
-				b, err := q.DequeueBatch(ctx, queue, mq.DequeueOptions{LockTimeout: time.Minute, Wait: 50 * time.Millisecond})
-				if err != nil {
-					errs <- err
-					return
-				}
-				if b == nil {
-					continue
-				}
-				if err := q.Ack(ctx, b.Token); err != nil {
-					errs <- err
-					return
-				}
-				batches.Add(1)
-				left.Add(-int64(len(b.Messages)))
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	c, err := mq.NewConsumer(q, queue, func(ctx context.Context, b *mq.Batch) error {
+		batches.Add(1)
+		if left.Add(-int64(len(b.Messages))) == 0 {
+			drained() // Run returns once the last settlements are applied
+		}
+		return nil
+	}, mq.ConsumerOptions{Concurrency: cfg.Consumers, LockTimeout: time.Minute, PollWait: 50 * time.Millisecond})
+	if err != nil {
 		return QueueReport{}, err
 	}
-	r.DrainPerSec = float64(cfg.Messages) / time.Since(began).Seconds()
+	began = time.Now()
+	if err := c.Run(drainCtx); err != nil {
+		return QueueReport{}, err
+	}
+	elapsed := time.Since(began)
+	if err := ctx.Err(); err != nil {
+		return QueueReport{}, err
+	}
+	if st, err := q.Stats(ctx, queue); err != nil || st != (mq.Stats{}) {
+		return QueueReport{}, fmt.Errorf("bench: queue: %+v left after the drain (%v)", st, err)
+	}
+	r.DrainPerSec = float64(cfg.Messages) / elapsed.Seconds()
 	r.Batches = batches.Load()
 	return r, nil
+}
+
+// CycleReport is the outcome of QueueCycle.
+type CycleReport struct {
+	Cycles int           `json:"cycles"`
+	PerSec float64       `json:"cycles_per_s"`
+	P50    time.Duration `json:"p50_ns"`
+	P99    time.Duration `json:"p99_ns"`
+}
+
+func (r CycleReport) String() string {
+	return fmt.Sprintf("queue cycle (Enqueue, DequeueBatch, Ack), one message at a time, %d cycles: %.0f cycles/s, latency p50 %v p99 %v",
+		r.Cycles, r.PerSec, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond))
+}
+
+// QueueCycle runs n send-receive-ack cycles one message at a time on q's empty queue
+// "bench-cycle": Enqueue one message, DequeueBatch it, Ack it. It reports cycles/s
+// and the latency of a whole cycle.
+func QueueCycle(ctx context.Context, q mq.MessageQueue, n int) (CycleReport, error) {
+	const queue = "bench-cycle"
+	if n <= 0 {
+		n = 1000
+	}
+	lat := make([]time.Duration, n)
+	began := time.Now()
+	for i := range n {
+		t := time.Now()
+		if err := q.Enqueue(ctx, mq.Message{Queue: queue, Payload: payload}); err != nil {
+			return CycleReport{}, err
+		}
+		b, err := q.DequeueBatch(ctx, queue, mq.DequeueOptions{LockTimeout: time.Minute})
+		if err != nil {
+			return CycleReport{}, err
+		}
+		if b == nil {
+			return CycleReport{}, errors.New("bench: cycle: the enqueued message was not delivered")
+		}
+		if err := q.Ack(ctx, b.Token); err != nil {
+			return CycleReport{}, err
+		}
+		lat[i] = time.Since(t)
+	}
+	total := time.Since(began)
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration { return lat[min(n-1, int(p*float64(n)))] }
+	return CycleReport{Cycles: n, PerSec: float64(n) / total.Seconds(), P50: pct(0.50), P99: pct(0.99)}, nil
 }

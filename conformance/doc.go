@@ -13,7 +13,9 @@
 // Suites:
 //   - TestMessageQueue: the mq.MessageQueue contract (routing-key batches, locks,
 //     visibility, tags, sessions, key attributes, message keys, long polls,
-//     concurrency, bad input).
+//     concurrency, bad input; order under failure, bounded batches, DequeueBatches,
+//     message-by-message Settle) and the mq.Admin contract (Peek, Redrive, Purge),
+//     which every backend must implement.
 //   - TestEventStore: the eventstore.EventStore contract.
 //   - TestProvider: a Go port of duroxide's provider validation suite (0.1.26, plus
 //     the 0.1.27 additions), one subtest per duroxide test, named Group/Case;

@@ -49,6 +49,12 @@ func TestMessageQueue(t *testing.T, f QueueFactory) {
 		waitCases,
 		concurrencyCases,
 		inputCases,
+		orderFailureCases,
+		boundCases,
+		multiBatchCases,
+		settleCases,
+		adminCases,
+		batchInputCases,
 	} {
 		for _, c := range group {
 			t.Run(c.name, func(t *testing.T) { c.run(t, e) })

@@ -19,7 +19,7 @@ var lockCases = []mqCase{
 	{"RenewFailsOnLostLock", testRenewFailsOnLostLock},
 	{"AbandonReleasesImmediately", testAbandonReleasesImmediately},
 	{"AbandonWithDelayHidesMessagesUntilDue", testAbandonWithDelayHidesMessagesUntilDue},
-	{"AbandonWithDelayUnlocksTheKey", testAbandonWithDelayUnlocksTheKey},
+	{"AbandonWithDelayAndReleaseKeyUnlocksTheKey", testAbandonWithDelayAndReleaseKeyUnlocksTheKey},
 	{"AbandonIgnoreAttemptDoesNotCountTheFetch", testAbandonIgnoreAttemptDoesNotCountTheFetch},
 	{"AbandonWithLostTokenFailsAndChangesNothing", testAbandonWithLostTokenFailsAndChangesNothing},
 	{"AttemptCountsAndMaxAttempt", testAttemptCountsAndMaxAttempt},
@@ -199,14 +199,14 @@ func testAbandonWithDelayHidesMessagesUntilDue(t *testing.T, e env) {
 	wantAttempts(t, b, "second fetch", 2)
 }
 
-func testAbandonWithDelayUnlocksTheKey(t *testing.T, e env) {
+func testAbandonWithDelayAndReleaseKeyUnlocksTheKey(t *testing.T, e env) {
 	q := e.open(t)
 	put(t, q, kmsg("A", "a1"))
 	b := fetchPayloads(t, q, mq.DequeueOptions{}, "key A", "a1")
-	abandon(t, q, b, mq.AbandonOptions{Delay: long})
+	abandon(t, q, b, mq.AbandonOptions{Delay: long, ReleaseKey: true})
 	put(t, q, kmsg("A", "a2"))
 	fetchPayloads(t, q, mq.DequeueOptions{},
-		"Abandon unlocks the key: its new visible message is fetchable while the abandoned one stays delayed", "a2")
+		"Abandon with ReleaseKey unlocks the key: its new visible message is fetchable while the abandoned one stays delayed", "a2")
 	wantStats(t, q, qn, mq.Stats{Delayed: 1, Locked: 1}, "a1 is delayed, a2 locked")
 }
 

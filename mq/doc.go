@@ -14,7 +14,21 @@
 // is locked no other consumer receives any message of it — not even messages enqueued
 // after the lock was taken. This is what SQS FIFO message groups and Service Bus
 // sessions offer: one consumer at a time per key, in order, others in parallel.
-// Messages without a routing key are delivered one per batch, independently.
+// Messages without a routing key are delivered one per batch, independently. A keyed
+// batch is bounded (DequeueOptions.MaxMessages and MaxBytes): it takes the key's
+// oldest messages, and the rest wait behind the locked key.
+//
+// # Order under failure
+//
+// A batch is settled message by message (Settle): the messages a consumer finished
+// are acked, a failing one is retried or moved to a dead-letter queue with its
+// reason, and the rest are released. While released messages of a key wait for a
+// retry delay, their key stays held, so no later message of the key overtakes them
+// — the way an SQS FIFO message group stays blocked behind a failing message. A lock
+// that lapses (a consumer that crashed) releases messages that are older than any
+// other message of their key, so they come first in its next batch as well.
+// DequeueBatches and a Settle of many settlements move many batches per
+// transaction, which is how Consumer drains un-keyed traffic fast.
 //
 // # Rules every backend follows (the conformance suite checks each)
 //
@@ -25,8 +39,12 @@
 //     token is unknown, its lock has lapsed (even if nobody fetched again) or its batch
 //     lost a message to Remove or PurgeKey. A failed Ack leaves a live lock held.
 //   - Fetching MUST increment the attempt count of every message it locks; Abandon with
-//     IgnoreAttempt MUST undo that increment.
-//   - Enqueue and Ack MUST be atomic: all of their writes happen or none does.
+//     IgnoreAttempt, and Settle for the released messages it does not count as tried,
+//     MUST undo that increment.
+//   - While released messages of a keyed batch wait for their delay, the key MUST stay
+//     held (unless the caller waives it with ReleaseKey).
+//   - Enqueue, Ack and Settle MUST be atomic: all of their writes happen or none does
+//     (Settle skips, and reports, the settlements whose lock was lost).
 //   - Delays, lock expiries and session leases MUST be computed from the backend's
 //     clock, so an injected clock controls them all.
 //   - Bad input MUST be rejected before anything is written, with an error that names
@@ -49,6 +67,7 @@
 // writes can commit together with another store's.
 //
 // For applications, Consumer runs a Handler over a queue with lock renewal, retries
-// with backoff, dead-lettering and graceful shutdown, and Typed adds a Codec at the
-// edge.
+// with backoff that keep per-key order, dead-lettering of the failing message alone,
+// group commits and graceful shutdown, and Typed adds a Codec at the edge. Operators
+// browse, redrive and purge messages through Admin, which every backend implements.
 package mq

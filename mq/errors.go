@@ -3,6 +3,7 @@ package mq
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Backends wrap them with the operation and its subject; match them
@@ -19,6 +20,9 @@ var (
 	ErrPayloadTooLarge = errors.New("mq: payload too large")
 	// ErrDuplicateKey: a message key is already pending in its queue.
 	ErrDuplicateKey = errors.New("mq: duplicate message key")
+	// ErrCorrupt: the storage is damaged (for example a corrupted database page).
+	// Retrying cannot help; the error is permanent.
+	ErrCorrupt = errors.New("mq: storage corrupt")
 )
 
 // InvalidError describes rejected input. It matches ErrInvalid (or
@@ -53,7 +57,7 @@ type DuplicateKeyError struct {
 }
 
 func (e *DuplicateKeyError) Error() string {
-	return fmt.Sprintf("mq: %s: message key %q is already pending in queue %q", e.Op, e.Key, e.Queue)
+	return fmt.Sprintf("mq: %s: message key %q is already pending in queue %q", e.Op, Clip(e.Key), Clip(e.Queue))
 }
 
 // Is makes errors.Is(err, ErrDuplicateKey) true.
@@ -65,7 +69,7 @@ type LockLostError struct {
 }
 
 func (e *LockLostError) Error() string {
-	return fmt.Sprintf("mq: %s: lock token %q is not held (unknown, lapsed, or its batch was taken away)", e.Op, e.Token)
+	return fmt.Sprintf("mq: %s: lock token %q is not held (unknown, lapsed, or its batch was taken away)", e.Op, Clip(e.Token))
 }
 
 // Is makes errors.Is(err, ErrLockLost) true.
@@ -87,3 +91,57 @@ type kindError struct {
 
 func (e *kindError) Error() string        { return e.msg }
 func (e *kindError) Is(target error) bool { return target == e.kind }
+
+// SettleError reports the settlements of one Settle call whose lock was lost; the
+// others were applied. It matches ErrLockLost.
+type SettleError struct {
+	// Lost maps the index of each lost settlement (in the call's order) to its error.
+	Lost map[int]error
+}
+
+func (e *SettleError) Error() string {
+	if len(e.Lost) == 0 {
+		return "mq: settle: no settlement lost its lock"
+	}
+	first := -1
+	for i := range e.Lost {
+		if first < 0 || i < first {
+			first = i
+		}
+	}
+	return fmt.Sprintf("mq: settle: %d of the settlements lost their lock (the others were applied); settlement %d: %v",
+		len(e.Lost), first, e.Lost[first])
+}
+
+// Is makes errors.Is(err, ErrLockLost) true.
+func (e *SettleError) Is(target error) bool { return target == ErrLockLost }
+
+// Corrupt returns the error of op on damaged storage; it matches ErrCorrupt and
+// wraps cause.
+func Corrupt(op string, cause error) error {
+	return fmt.Errorf("mq: %s: %w: %w", op, ErrCorrupt, cause)
+}
+
+// clipSize bounds the user-supplied strings an error message repeats.
+const clipSize = 200
+
+// Clip shortens s for an error message: at most about 200 bytes (cut at a UTF-8
+// boundary), saying how long it was, so that an error never echoes megabytes.
+func Clip(s string) string {
+	if len(s) <= clipSize {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", TruncateUTF8(s, clipSize), len(s))
+}
+
+// TruncateUTF8 returns the longest prefix of s of at most n bytes that does not end
+// inside a UTF-8 sequence.
+func TruncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

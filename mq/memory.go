@@ -58,8 +58,17 @@ type memMsg struct {
 	attempts    int
 	token       string
 	lockedUntil time.Time
+	// Failure history and dead-letter origin (see MessageInfo).
+	lastError     string
+	firstFailedAt time.Time
+	lastFailedAt  time.Time
+	originQueue   string
+	deadAt        time.Time
 }
 
+// memKey is a routing key's state. While released messages of the key wait for
+// their retry delay, token is the dead token of their batch and lockedUntil the
+// time they become visible: the key stays held (the order rule of Settle).
 type memKey struct {
 	token       string
 	lockedUntil time.Time
@@ -79,7 +88,10 @@ type memLock struct {
 	lockedUntil time.Time
 }
 
-var _ MessageQueue = (*Memory)(nil)
+var (
+	_ MessageQueue = (*Memory)(nil)
+	_ Admin        = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-memory queue.
 func NewMemory(o MemoryOptions) *Memory {
@@ -146,17 +158,8 @@ func (s *Memory) enqueue(tx *memtx.Tx, op string, msgs []Message) error {
 		s.nextID++
 		msg := &memMsg{id: s.nextID, m: m, payload: append([]byte{}, m.Payload...), enqueuedAt: now, visibleAt: now.Add(m.Delay)}
 		msg.m.Payload = nil
-		put(tx, q.msgs, msg.id, msg)
+		q.insertMsg(tx, msg)
 		heap.Push(&q.ready, readyEntry{msg.visibleAt, msg.id})
-		if m.Key != "" {
-			put(tx, q.byKey, m.Key, msg)
-		}
-		if rk := m.RoutingKey; rk != "" {
-			if q.byRoute[rk] == nil {
-				put(tx, q.byRoute, rk, map[int64]*memMsg{})
-			}
-			put(tx, q.byRoute[rk], msg.id, msg)
-		}
 		queue := m.Queue
 		tx.OnCommit(func() { s.hub.Notify(queue) })
 	}
@@ -172,17 +175,50 @@ func (s *Memory) DequeueBatch(ctx context.Context, queue string, opts DequeueOpt
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("mq: dequeue %q: %w", queue, err)
 	}
-	b, err := wake.Poll(ctx, &s.hub, queue, opts.Wait, s.now, func() (b *Batch, ok bool, next time.Time, err error) {
+	batches, err := s.poll(ctx, queue, opts, 1)
+	if len(batches) == 0 {
+		return nil, err
+	}
+	return batches[0], err
+}
+
+// DequeueBatches implements MessageQueue.
+func (s *Memory) DequeueBatches(ctx context.Context, queue string, opts DequeueOptions, max int) ([]*Batch, error) {
+	opts, err := NormalizeDequeue(queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckDequeueMax("dequeue", max); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("mq: dequeue %q: %w", queue, err)
+	}
+	return s.poll(ctx, queue, opts, max)
+}
+
+// poll takes up to max batches in one transaction, waiting up to opts.Wait for one.
+func (s *Memory) poll(ctx context.Context, queue string, opts DequeueOptions, max int) ([]*Batch, error) {
+	batches, err := wake.Poll(ctx, &s.hub, queue, opts.Wait, s.now, func() (bs []*Batch, ok bool, next time.Time, err error) {
 		err = s.domain.Run(func(tx *memtx.Tx) error {
-			b, next, err = s.DequeueTx(tx, queue, opts)
-			return err
+			for len(bs) < max {
+				b, n, err := s.DequeueTx(tx, queue, opts)
+				if err != nil || b == nil {
+					if len(bs) == 0 {
+						next = n
+					}
+					return err
+				}
+				bs = append(bs, b)
+			}
+			return nil
 		})
-		return b, b != nil, next, err
+		return bs, len(bs) > 0, next, err
 	})
 	if err != nil && errors.Is(err, ctx.Err()) {
 		return nil, fmt.Errorf("mq: dequeue %q: %w", queue, err)
 	}
-	return b, err
+	return batches, err
 }
 
 // DequeueTx is one non-blocking DequeueBatch attempt inside tx (opts.Wait is ignored).
@@ -214,6 +250,7 @@ func (s *Memory) DequeueTx(tx *memtx.Tx, queue string, opts DequeueOptions) (*Ba
 			}
 		}
 		slices.SortFunc(batch, func(a, b *memMsg) int { return cmp.Compare(a.id, b.id) })
+		batch = bounded(batch, opts)
 	}
 	token := uuid.NewString()
 	until := now.Add(opts.LockTimeout)
@@ -247,6 +284,19 @@ func (s *Memory) DequeueTx(tx *memtx.Tx, queue string, opts DequeueOptions) (*Ba
 	}
 	put(tx, s.locks, token, lk)
 	return out, time.Time{}, nil
+}
+
+// bounded keeps the longest prefix of batch within opts.MaxMessages and
+// opts.MaxBytes; the first message always stays.
+func bounded(batch []*memMsg, opts DequeueOptions) []*memMsg {
+	size := 0
+	for i, m := range batch {
+		size += len(m.payload)
+		if i > 0 && (i >= opts.MaxMessages || size > opts.MaxBytes) {
+			return batch[:i]
+		}
+	}
+	return batch
 }
 
 // eligible reports whether the visible message m may be handed out under opts.
@@ -336,21 +386,148 @@ func (s *Memory) Ack(ctx context.Context, token string, then ...Message) error {
 
 // AckTx is Ack inside tx.
 func (s *Memory) AckTx(tx *memtx.Tx, token string, then ...Message) error {
-	if err := CheckMessages("ack", then); err != nil {
+	const op = "ack"
+	if err := CheckMessages(op, then); err != nil {
 		return err
 	}
-	lk, q, err := s.live("ack", token)
+	lk, q, err := s.live(op, token)
 	if err != nil {
 		return err
 	}
+	return s.apply(tx, op, q, lk, Settlement{Token: token, Acked: len(lk.ids), Then: then})
+}
+
+// Settle implements MessageQueue.
+func (s *Memory) Settle(ctx context.Context, settlements ...Settlement) error {
+	var lost error
+	err := s.run(ctx, "settle", func(tx *memtx.Tx) (err error) {
+		lost, err = s.settle(tx, settlements)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return lost
+}
+
+// SettleTx is Settle inside tx. A *SettleError leaves tx usable: the settlements
+// whose lock was held are applied in it.
+func (s *Memory) SettleTx(tx *memtx.Tx, settlements ...Settlement) error {
+	lost, err := s.settle(tx, settlements)
+	if err != nil {
+		return err
+	}
+	return lost
+}
+
+// settle applies the settlements whose lock is held and returns a *SettleError
+// naming the others (nil if none), or err when nothing may be applied.
+func (s *Memory) settle(tx *memtx.Tx, ss []Settlement) (lost, err error) {
+	const op = "settle"
+	if err := s.open(op); err != nil {
+		return nil, err
+	}
+	if err := CheckSettlements(op, ss); err != nil {
+		return nil, err
+	}
+	type held struct {
+		lk *memLock
+		q  *memQueue
+	}
+	work := make([]held, len(ss))
+	lostLocks := map[int]error{}
+	for i, st := range ss {
+		lk, q, err := s.live(op, st.Token)
+		if err != nil {
+			lostLocks[i] = err
+			continue
+		}
+		if err := CheckSettlementSize(op, i, st, lk.queue, len(lk.ids)); err != nil {
+			return nil, err
+		}
+		work[i] = held{lk, q}
+	}
+	for i, w := range work {
+		if w.lk != nil {
+			if err := s.apply(tx, op, w.q, w.lk, ss[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(lostLocks) > 0 {
+		return &SettleError{Lost: lostLocks}, nil
+	}
+	return nil, nil
+}
+
+// apply settles the live lock lk of queue q as st says (st is valid for it).
+func (s *Memory) apply(tx *memtx.Tx, op string, q *memQueue, lk *memLock, st Settlement) error {
+	now := s.now()
+	n := len(lk.ids)
+	acked, dead, tried := st.Split(n)
 	s.touchSessions(tx, q, lk)
-	for _, id := range lk.ids {
+	reason := st.ClippedReason()
+	for _, id := range lk.ids[:acked] {
 		q.deleteMsg(tx, id)
 	}
-	s.dropLock(tx, q, lk, token)
-	// Messages of the key that waited for its lock are eligible now.
-	tx.OnCommit(func() { s.hub.Notify(lk.queue) })
-	return s.enqueue(tx, "ack", then)
+	if dead > acked {
+		dlq := s.queue(tx, st.DeadLetterQueue)
+		for _, id := range lk.ids[acked:dead] {
+			m := q.msgs[id]
+			s.failed(tx, m, reason, now)
+			m.originQueue, m.deadAt = lk.queue, now
+			s.move(tx, q, dlq, st.DeadLetterQueue, m, now)
+		}
+		name := st.DeadLetterQueue
+		tx.OnCommit(func() { s.hub.Notify(name) })
+	}
+	visible := now.Add(st.Delay)
+	for i, id := range lk.ids[dead:] {
+		m := q.msgs[id]
+		q.setVisible(tx, m, visible)
+		mutate(tx, m)
+		m.token, m.lockedUntil = "", time.Time{}
+		switch {
+		case dead+i < tried:
+			s.failed(tx, m, reason, now)
+		case m.attempts > 0:
+			m.attempts--
+		}
+	}
+	if rk := lk.routingKey; rk != "" && st.HoldsKey(n) {
+		k := q.keys[rk]
+		mutate(tx, k)
+		k.lockedUntil = visible // the dead token keeps the key until then
+		del(tx, s.locks, st.Token)
+	} else {
+		s.dropLock(tx, q, lk, st.Token)
+	}
+	queue := lk.queue
+	tx.OnCommit(func() { s.hub.Notify(queue) })
+	return s.enqueue(tx, op, st.Then)
+}
+
+// failed records a failed attempt of m at now.
+func (s *Memory) failed(tx *memtx.Tx, m *memMsg, reason string, now time.Time) {
+	mutate(tx, m)
+	m.lastError, m.lastFailedAt = reason, now
+	if m.firstFailedAt.IsZero() {
+		m.firstFailedAt = now
+	}
+}
+
+// move takes the unlocked (or lapsed) message m from queue from to queue to, named
+// name, visible at now; it keeps its id and drops its message key if to holds it.
+func (s *Memory) move(tx *memtx.Tx, from, to *memQueue, name string, m *memMsg, now time.Time) {
+	from.deleteMsg(tx, m.id)
+	mutate(tx, m)
+	m.m.Queue = name
+	m.token, m.lockedUntil = "", time.Time{}
+	if m.m.Key != "" && to.byKey[m.m.Key] != nil {
+		m.m.Key = ""
+	}
+	to.insertMsg(tx, m)
+	to.setVisible(tx, m, now)
 }
 
 // touchSessions records activity on the sessions of lk's messages whose lease is live.
@@ -363,6 +540,20 @@ func (s *Memory) touchSessions(tx *memtx.Tx, q *memQueue, lk *memLock) {
 				sess.lastActivity = now
 			}
 		}
+	}
+}
+
+// insertMsg indexes m in q (the ready index aside).
+func (q *memQueue) insertMsg(tx *memtx.Tx, m *memMsg) {
+	put(tx, q.msgs, m.id, m)
+	if m.m.Key != "" {
+		put(tx, q.byKey, m.m.Key, m)
+	}
+	if rk := m.m.RoutingKey; rk != "" {
+		if q.byRoute[rk] == nil {
+			put(tx, q.byRoute, rk, map[int64]*memMsg{})
+		}
+		put(tx, q.byRoute[rk], m.id, m)
 	}
 }
 
@@ -405,24 +596,21 @@ func (s *Memory) AbandonTx(tx *memtx.Tx, token string, opts AbandonOptions) erro
 	if err != nil {
 		return err
 	}
-	s.release(tx, q, lk, token, opts)
-	return nil
+	return s.apply(tx, op, q, lk, AbandonSettlement(token, opts))
 }
 
-// release unlocks the messages of lk (visible after opts.Delay) and drops the lock.
-func (s *Memory) release(tx *memtx.Tx, q *memQueue, lk *memLock, token string, opts AbandonOptions) {
-	visible := s.now().Add(opts.Delay)
+// unlock makes the messages of lk that are still there eligible now, attempts as
+// they are, and drops the lock: a batch that lost a message to Remove or Purge.
+func (s *Memory) unlock(tx *memtx.Tx, q *memQueue, lk *memLock, token string) {
+	now := s.now()
 	for _, id := range lk.ids {
 		m := q.msgs[id]
 		if m == nil || m.token != token {
 			continue
 		}
-		q.setVisible(tx, m, visible)
+		q.setVisible(tx, m, now)
 		mutate(tx, m)
 		m.token, m.lockedUntil = "", time.Time{}
-		if opts.IgnoreAttempt && m.attempts > 0 {
-			m.attempts--
-		}
 	}
 	s.dropLock(tx, q, lk, token)
 	queue := lk.queue
@@ -540,7 +728,7 @@ func (s *Memory) RemovePrefixTx(tx *memtx.Tx, queue, prefix string) (int, error)
 func (s *Memory) removeMsg(tx *memtx.Tx, q *memQueue, m *memMsg) {
 	if m.token != "" {
 		if lk := s.locks[m.token]; lk != nil {
-			s.release(tx, q, lk, m.token, AbandonOptions{})
+			s.unlock(tx, q, lk, m.token)
 		}
 	}
 	q.deleteMsg(tx, m.id)
@@ -802,4 +990,108 @@ func (h *readyHeap) Pop() any {
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return e
+}
+
+// Peek implements Admin.
+func (s *Memory) Peek(ctx context.Context, queue string, opts PeekOptions) (out []MessageInfo, err error) {
+	const op = "peek"
+	opts, err = CheckPeek(op, queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	err = s.run(ctx, op, func(*memtx.Tx) error {
+		q, err := s.existing(op, queue)
+		if q == nil || err != nil {
+			return err
+		}
+		now := s.now()
+		for _, m := range q.sorted(opts.RoutingKey, nil) {
+			if m.id <= opts.AfterID {
+				continue
+			}
+			if len(out) == opts.Limit {
+				break
+			}
+			out = append(out, m.info(now))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// sorted returns the messages of q in id order: those of routingKey if it is not
+// empty, and only those in ids if it is not empty.
+func (q *memQueue) sorted(routingKey string, ids []int64) []*memMsg {
+	msgs := q.msgs
+	if routingKey != "" {
+		msgs = q.byRoute[routingKey]
+	}
+	out := make([]*memMsg, 0, len(msgs))
+	for _, m := range msgs {
+		if len(ids) == 0 || slices.Contains(ids, m.id) {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b *memMsg) int { return cmp.Compare(a.id, b.id) })
+	return out
+}
+
+func (m *memMsg) locked(now time.Time) bool { return m.token != "" && m.lockedUntil.After(now) }
+
+func (m *memMsg) info(now time.Time) MessageInfo {
+	return MessageInfo{ID: m.id, Queue: m.m.Queue, RoutingKey: m.m.RoutingKey, Payload: append([]byte{}, m.payload...),
+		Attempt: m.attempts, EnqueuedAt: m.enqueuedAt, VisibleAt: m.visibleAt, Locked: m.locked(now),
+		Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, LastError: m.lastError,
+		FirstFailedAt: m.firstFailedAt, LastFailedAt: m.lastFailedAt, OriginQueue: m.originQueue, DeadLetteredAt: m.deadAt}
+}
+
+// Redrive implements Admin.
+func (s *Memory) Redrive(ctx context.Context, deadLetterQueue string, opts RedriveOptions) (n int, err error) {
+	const op = "redrive"
+	if err := CheckRedrive(op, deadLetterQueue, opts); err != nil {
+		return 0, err
+	}
+	err = s.run(ctx, op, func(tx *memtx.Tx) error {
+		q, err := s.existing(op, deadLetterQueue)
+		if q == nil || err != nil {
+			return err
+		}
+		now := s.now()
+		for _, m := range q.sorted(opts.RoutingKey, opts.IDs) {
+			to := cmp.Or(opts.To, m.originQueue)
+			if m.locked(now) || to == "" {
+				continue
+			}
+			if m.token != "" {
+				del(tx, s.locks, m.token) // the lapsed lock of an earlier fetch
+			}
+			mutate(tx, m)
+			m.attempts, m.originQueue, m.deadAt = 0, "", time.Time{}
+			s.move(tx, q, s.queue(tx, to), to, m, now)
+			tx.OnCommit(func() { s.hub.Notify(to) })
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Purge implements Admin.
+func (s *Memory) Purge(ctx context.Context, queue string, opts PurgeOptions) (n int, err error) {
+	const op = "purge"
+	if err := CheckPurge(op, queue, opts); err != nil {
+		return 0, err
+	}
+	err = s.run(ctx, op, func(tx *memtx.Tx) error {
+		q, err := s.existing(op, queue)
+		if q == nil || err != nil {
+			return err
+		}
+		for _, m := range q.sorted(opts.RoutingKey, opts.IDs) {
+			s.removeMsg(tx, q, m)
+			n++
+		}
+		return nil
+	})
+	return n, err
 }

@@ -17,6 +17,18 @@ const (
 	DefaultLockTimeout = 30 * time.Second
 	// DefaultSessionLease is the session lease used when SessionOptions.LeaseTimeout is zero.
 	DefaultSessionLease = 30 * time.Second
+	// DefaultMaxMessages bounds a keyed batch when DequeueOptions.MaxMessages is zero.
+	DefaultMaxMessages = 1000
+	// DefaultMaxBytes bounds the payload bytes of a keyed batch when
+	// DequeueOptions.MaxBytes is zero: two messages of the largest size.
+	DefaultMaxBytes = 2 * MaxPayloadSize
+	// MaxReasonSize is the largest failure reason, in bytes, a message keeps; longer
+	// reasons are truncated (at a UTF-8 boundary).
+	MaxReasonSize = 2048
+	// MaxPeek is the most messages one Peek returns; DefaultPeek is used when
+	// PeekOptions.Limit is zero.
+	MaxPeek     = 1000
+	DefaultPeek = 100
 )
 
 // Message is a message to enqueue. Only Queue is required.
@@ -99,6 +111,15 @@ type DequeueOptions struct {
 	// attribute (see SetKeyAttr) or an attribute inside one of the ranges. A filter with
 	// no ranges accepts no keyed message. Un-keyed messages are not affected.
 	KeyAttr *AttrFilter
+	// MaxMessages bounds a keyed batch to the key's oldest eligible messages. Zero
+	// means DefaultMaxMessages; negative means no bound. The key's other messages stay
+	// held behind the batch (its key is locked) until the batch ends, so the next
+	// batch of the key starts where this one stopped.
+	MaxMessages int
+	// MaxBytes bounds the payload bytes of a keyed batch: messages join in enqueue
+	// order while the total stays within MaxBytes. The first message always joins,
+	// whatever its size. Zero means DefaultMaxBytes; negative means no bound.
+	MaxBytes int
 }
 
 // SessionOptions identify the consumer for session affinity.
@@ -143,10 +164,109 @@ func (f *AttrFilter) Accepts(attr *int64) bool {
 // AbandonOptions tune Abandon.
 type AbandonOptions struct {
 	// Delay keeps the released messages invisible for this long. Negative is invalid.
+	// The batch's routing key stays held until they are visible again (see Settle).
 	Delay time.Duration
 	// IgnoreAttempt undoes the attempt count of the fetch being abandoned (never below
 	// zero), for releases that are not the message's fault, such as a shutdown.
+	// Otherwise the release counts as a failure of every message (see Settlement).
 	IgnoreAttempt bool
+	// Reason describes the failure (see Settlement.Reason).
+	Reason string
+	// ReleaseKey lets the routing key go at once even with a Delay (see Settlement).
+	ReleaseKey bool
+}
+
+// Settlement ends one batch message by message (see MessageQueue.Settle). Counted in
+// batch order, Messages[:Acked] are done, the next DeadLettered are moved to
+// DeadLetterQueue and the rest are released for another delivery.
+type Settlement struct {
+	// Token is the batch's lock token.
+	Token string
+	// Acked messages, from the start of the batch, are done: they are deleted.
+	Acked int
+	// DeadLettered messages after the acked ones are moved to DeadLetterQueue, visible
+	// at once and unlocked. A dead letter keeps its id, payload, routing key, tag,
+	// session and attempt count, and its message key unless the dead-letter queue
+	// already holds that key (then the dead letter has none); it records the queue
+	// it came from, Reason and its failure times (see MessageInfo).
+	DeadLettered int
+	// DeadLetterQueue receives the dead letters; required when DeadLettered > 0 and
+	// different from the batch's queue.
+	DeadLetterQueue string
+	// Reason describes the failure of this delivery, kept on the dead letters and on
+	// the released messages that count the attempt (truncated to MaxReasonSize).
+	Reason string
+	// Tried is how many of the released messages, from the first, count this fetch as
+	// a failed attempt: they keep their attempt count and record Reason and the time.
+	// The fetch of the others is undone (attempt count decremented, never below zero):
+	// they were not tried. Values beyond the released count mean all of them.
+	Tried int
+	// Delay keeps the released messages invisible for this long; negative is invalid.
+	// While they wait, their routing key stays held: no later message of the key is
+	// delivered before them (the order rule of MessageQueue.Settle).
+	Delay time.Duration
+	// ReleaseKey unlocks the routing key at once even with a Delay, waiving the order
+	// rule: later messages of the key may then be delivered before the released ones.
+	// For callers whose messages carry their own order (the runtime's orchestrator).
+	ReleaseKey bool
+	// Then are enqueued in the same atomic step (follow-ups, as with Ack).
+	Then []Message
+}
+
+// PeekOptions select the messages Peek returns.
+type PeekOptions struct {
+	// RoutingKey, when not empty, returns only the messages of this key.
+	RoutingKey string
+	// AfterID is the paging cursor: only messages with a larger id are returned. Pass
+	// the last ID of the previous page.
+	AfterID int64
+	// Limit is the most messages returned: zero means DefaultPeek; at most MaxPeek.
+	Limit int
+}
+
+// MessageInfo describes a stored message, as Peek sees it.
+type MessageInfo struct {
+	ID         int64
+	Queue      string
+	RoutingKey string
+	Payload    []byte // never nil
+	Attempt    int    // how many times it was fetched (redrive resets it to zero)
+	EnqueuedAt time.Time
+	VisibleAt  time.Time // while locked: when the lock lapses
+	Locked     bool      // held by a consumer under a live lock
+	Tag        string
+	Session    string
+	Key        string
+	// LastError is the Reason of its last failed attempt ("" if none or none given).
+	LastError string
+	// FirstFailedAt and LastFailedAt are the times of its first and last failed
+	// attempts (zero if it never failed).
+	FirstFailedAt time.Time
+	LastFailedAt  time.Time
+	// OriginQueue is the queue a dead letter was moved from ("" for other messages)
+	// and DeadLetteredAt when.
+	OriginQueue    string
+	DeadLetteredAt time.Time
+}
+
+// RedriveOptions select the dead letters Redrive moves. The zero value moves every
+// dead letter of the queue back to the queue it came from.
+type RedriveOptions struct {
+	// RoutingKey, when not empty, moves only the dead letters of this key.
+	RoutingKey string
+	// IDs, when not empty, moves only the dead letters with these ids.
+	IDs []int64
+	// To, when not empty, is the destination queue instead of each message's origin.
+	To string
+}
+
+// PurgeOptions select the messages Purge deletes. The zero value deletes every
+// message of the queue.
+type PurgeOptions struct {
+	// RoutingKey, when not empty, deletes only the messages of this key.
+	RoutingKey string
+	// IDs, when not empty, deletes only the messages with these ids.
+	IDs []int64
 }
 
 // LockInfo describes a live lock.
@@ -191,9 +311,19 @@ type MessageQueue interface {
 	// the key that arrive or become visible while the key is locked MUST NOT be handed
 	// to anyone until the lock ends, and are not part of the batch.
 	//
+	// A keyed batch holds at most opts.MaxMessages messages and opts.MaxBytes payload
+	// bytes (the key's oldest eligible messages, at least one); the key's other
+	// messages wait behind it.
+	//
 	// Every message in the batch has its attempt count incremented. It returns
 	// (nil, nil) when nothing is eligible within opts.Wait.
 	DequeueBatch(ctx context.Context, queue string, opts DequeueOptions) (*Batch, error)
+
+	// DequeueBatches is up to max DequeueBatch calls in one atomic step: each batch
+	// has its own token and obeys every rule of DequeueBatch (a key appears in at most
+	// one batch). Batches come in eligibility order. It waits up to opts.Wait for at
+	// least one and returns an empty slice when none came.
+	DequeueBatches(ctx context.Context, queue string, opts DequeueOptions, max int) ([]*Batch, error)
 
 	// Ack deletes exactly the messages of the batch and releases its lock. The
 	// messages in then are enqueued in the same atomic step (for example a follow-up
@@ -203,8 +333,24 @@ type MessageQueue interface {
 	Ack(ctx context.Context, token string, then ...Message) error
 
 	// Abandon releases the batch: its messages become visible again (after
-	// opts.Delay) and its key is unlocked. ErrLockLost as for Ack.
+	// opts.Delay) and its key is unlocked then (at once with opts.ReleaseKey).
+	// ErrLockLost as for Ack. It is Settle of every message as released, all tried
+	// unless opts.IgnoreAttempt.
 	Abandon(ctx context.Context, token string, opts AbandonOptions) error
+
+	// Settle ends batches message by message (see Settlement), all settlements in
+	// one atomic step. Order rule: while released messages of a keyed batch wait for
+	// their Delay, the key stays held, so no later message of the key is delivered
+	// before them (unless ReleaseKey).
+	//
+	// It MUST reject invalid settlements (negative counts or Delay, Acked +
+	// DeadLettered beyond the batch, a missing or same dead-letter queue, invalid
+	// Then messages) with ErrInvalid before changing anything; that check needs the
+	// batch, so a settlement whose lock is lost is reported as lost first. When
+	// some locks are lost, the other settlements are still applied and the error is
+	// a *SettleError naming the lost ones (it matches ErrLockLost). Any other
+	// failure changes nothing.
+	Settle(ctx context.Context, settlements ...Settlement) error
 
 	// Lock describes the live lock of token; ErrLockLost as for Ack.
 	Lock(ctx context.Context, token string) (LockInfo, error)
@@ -251,4 +397,22 @@ type MessageQueue interface {
 	// Close releases the queue's resources. Pending messages stay stored (for
 	// durable backends). Close is idempotent.
 	Close() error
+}
+
+// Admin is what operators need to see and fix a queue's messages. Every backend of
+// this module implements it.
+type Admin interface {
+	// Peek returns stored messages of queue (pending, locked, delayed or dead
+	// letters) in id order without locking or changing them.
+	Peek(ctx context.Context, queue string, opts PeekOptions) ([]MessageInfo, error)
+	// Redrive moves dead letters of deadLetterQueue selected by opts back to the
+	// queue each came from (or opts.To): visible at once, attempt count reset to
+	// zero, failure history kept, message key dropped if the destination already
+	// holds it. Their ids are kept, so a redriven keyed message is delivered before
+	// the later messages of its key. Locked messages and, without opts.To, messages
+	// that are not dead letters are skipped. It returns how many it moved.
+	Redrive(ctx context.Context, deadLetterQueue string, opts RedriveOptions) (int, error)
+	// Purge deletes the messages of queue selected by opts, locked or not (holders of
+	// a lock that lost a message lose it as with Remove), and returns how many.
+	Purge(ctx context.Context, queue string, opts PurgeOptions) (int, error)
 }

@@ -1,7 +1,9 @@
 package mq
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -86,6 +88,8 @@ func NormalizeDequeue(queue string, opts DequeueOptions) (DequeueOptions, error)
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
+	opts.MaxMessages = bound(opts.MaxMessages, DefaultMaxMessages)
+	opts.MaxBytes = bound(opts.MaxBytes, DefaultMaxBytes)
 	if opts.Tags.Mode > TagNone {
 		return opts, invalid(op, "Tags", fmt.Sprintf("unknown tag mode %d", opts.Tags.Mode))
 	}
@@ -103,6 +107,131 @@ func NormalizeDequeue(queue string, opts DequeueOptions) (DequeueOptions, error)
 		opts.Session = &cp
 	}
 	return opts, nil
+}
+
+// bound resolves a batch bound: zero means def, negative means none (math.MaxInt).
+func bound(v, def int) int {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return math.MaxInt
+	}
+	return v
+}
+
+// CheckDequeueMax validates the batch count of DequeueBatches.
+func CheckDequeueMax(op string, max int) error {
+	if max < 1 {
+		return invalid(op, "max", fmt.Sprintf("%d batches (want at least 1)", max))
+	}
+	return nil
+}
+
+// CheckSettlements validates what Settle can check without the batches: tokens,
+// counts, delays, dead-letter queues and Then messages. An empty token is reported
+// as lost, like any token that is not held. Use CheckSettlementSize once the
+// batch's size is known.
+func CheckSettlements(op string, ss []Settlement) error {
+	seen := make(map[string]bool, len(ss))
+	for i, s := range ss {
+		field := func(name string) string { return fmt.Sprintf("settlement %d: %s", i, name) }
+		if s.Token != "" && seen[s.Token] {
+			return invalid(op, field("Token"), "the token appears twice in one call")
+		}
+		seen[s.Token] = true
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"Acked", s.Acked}, {"DeadLettered", s.DeadLettered}, {"Tried", s.Tried}} {
+			if f.v < 0 {
+				return invalid(op, field(f.name), fmt.Sprintf("negative count %d", f.v))
+			}
+		}
+		if s.Delay < 0 {
+			return invalid(op, field("Delay"), fmt.Sprintf("negative delay %v", s.Delay))
+		}
+		if s.DeadLettered > 0 {
+			if err := checkName(op, field("DeadLetterQueue"), s.DeadLetterQueue, true); err != nil {
+				return err
+			}
+		}
+		if err := CheckMessages(op, s.Then); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckSettlementSize validates s against its batch, which (still) holds n messages
+// of queue; i is the settlement's index in its call.
+func CheckSettlementSize(op string, i int, s Settlement, queue string, n int) error {
+	field := func(name string) string { return fmt.Sprintf("settlement %d: %s", i, name) }
+	if s.Acked+s.DeadLettered > n {
+		return invalid(op, field("Acked+DeadLettered"), fmt.Sprintf("%d+%d messages settled but the batch holds %d", s.Acked, s.DeadLettered, n))
+	}
+	if s.DeadLettered > 0 && s.DeadLetterQueue == queue {
+		return invalid(op, field("DeadLetterQueue"), "must differ from the batch's queue")
+	}
+	return nil
+}
+
+// Split says how s divides a batch of n messages, in batch order: Messages[:acked]
+// are acked, [acked:dead] dead-lettered, [dead:tried] released as tried and
+// [tried:] released as not tried. Call it after CheckSettlementSize.
+func (s Settlement) Split(n int) (acked, dead, tried int) {
+	acked = s.Acked
+	dead = acked + s.DeadLettered
+	tried = dead + min(s.Tried, n-dead)
+	return acked, dead, tried
+}
+
+// HoldsKey reports whether settling s (on a keyed batch of n messages) keeps the
+// key locked after it: released messages wait for a Delay without ReleaseKey.
+func (s Settlement) HoldsKey(n int) bool {
+	return s.Delay > 0 && !s.ReleaseKey && s.Acked+s.DeadLettered < n
+}
+
+// ClippedReason returns s.Reason truncated to MaxReasonSize.
+func (s Settlement) ClippedReason() string { return TruncateUTF8(s.Reason, MaxReasonSize) }
+
+// AbandonSettlement is the Settlement that Abandon(token, o) performs.
+func AbandonSettlement(token string, o AbandonOptions) Settlement {
+	tried := math.MaxInt
+	if o.IgnoreAttempt {
+		tried = 0
+	}
+	return Settlement{Token: token, Delay: o.Delay, Tried: tried, Reason: o.Reason, ReleaseKey: o.ReleaseKey}
+}
+
+// CheckPeek validates PeekOptions for queue and fills in the default limit.
+func CheckPeek(op, queue string, o PeekOptions) (PeekOptions, error) {
+	if err := CheckQueue(op, queue); err != nil {
+		return o, err
+	}
+	if err := checkName(op, "RoutingKey", o.RoutingKey, false); err != nil {
+		return o, err
+	}
+	switch {
+	case o.Limit < 0 || o.Limit > MaxPeek:
+		return o, invalid(op, "Limit", fmt.Sprintf("%d (want 0 to %d)", o.Limit, MaxPeek))
+	case o.Limit == 0:
+		o.Limit = DefaultPeek
+	}
+	return o, nil
+}
+
+// CheckRedrive validates a Redrive call.
+func CheckRedrive(op, queue string, o RedriveOptions) error {
+	if o.To != "" && o.To == queue {
+		return invalid(op, "To", "must differ from the dead-letter queue")
+	}
+	return errors.Join(CheckQueue(op, queue), checkName(op, "RoutingKey", o.RoutingKey, false), checkName(op, "To", o.To, false))
+}
+
+// CheckPurge validates a Purge call.
+func CheckPurge(op, queue string, o PurgeOptions) error {
+	return errors.Join(CheckQueue(op, queue), checkName(op, "RoutingKey", o.RoutingKey, false))
 }
 
 func checkName(op, field, v string, required bool) error {

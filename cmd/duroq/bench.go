@@ -18,6 +18,7 @@ import (
 
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/bench"
+	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/runtime"
 )
 
@@ -28,7 +29,8 @@ workloads:
   fanout   N instances × F parallel activities sleeping 10 ms, joined (duroxide's stress shape: f=5, 20 in flight)
   timers   N instances × K sequential durable timers of 1 ms
   events   N instances × K events delivered through each instance's event queue
-  queue    raw queue: enqueue, then dequeue-batch + ack with 1/4/16 consumers, un-keyed and keyed (1 and 10 per key)
+  queue    raw queue: enqueue 10×N messages, then drain them through mq.Consumer (un-keyed, keyed 1 and 10 per key,
+           1, 16 and 64 concurrent handlers); then N send-receive-ack cycles one message at a time
 
 flags:`
 
@@ -44,7 +46,7 @@ func benchCmd(args []string, out io.Writer) error {
 	dir := fs.String("dir", "", "directory of the SQLite file (default: a temporary one)")
 	dsn := fs.String("dsn", os.Getenv("DUROQ_POSTGRES_DSN"), "PostgreSQL DSN (postgres backend; default $DUROQ_POSTGRES_DSN)")
 	syncMode := fs.String("sync", "normal", "SQLite synchronous mode: normal or full")
-	n := fs.Int("n", 1000, "instances (queue: messages ÷ 10)")
+	n := fs.Int("n", 1000, "instances (queue: messages ÷ 10, and cycles)")
 	k := fs.Int("k", 2, "sequential steps per instance (seq, timers, events)")
 	f := fs.Int("f", 5, "parallel activities per instance (fanout)")
 	delay := fs.Duration("activity-delay", 0, "activity duration (fanout default 10ms)")
@@ -76,28 +78,7 @@ func benchCmd(args []string, out io.Writer) error {
 	machine := fmt.Sprintf("%d CPUs, %s/%s, %s", goruntime.NumCPU(), goruntime.GOOS, goruntime.GOARCH, goruntime.Version())
 
 	if workload == "queue" {
-		var reports []bench.QueueReport
-		for _, c := range []bench.QueueConfig{{Consumers: 1}, {Consumers: 4}, {Consumers: 16}, {Consumers: 4, PerKey: 1},
-			{Consumers: 4, PerKey: 10}, {Consumers: 16, PerKey: 10}} {
-			c.Messages = *n * 10
-			p, setting, err := open()
-			if err != nil {
-				return err
-			}
-			r, err := bench.QueueLoad(ctx, p.Queue(), c)
-			p.Close()
-			if err != nil {
-				return err
-			}
-			reports = append(reports, r)
-			if !*asJSON {
-				fmt.Fprintf(out, "%s\n  backend: %s · %s\n", r, setting, machine)
-			}
-		}
-		if *asJSON {
-			return json.NewEncoder(out).Encode(reports)
-		}
-		return nil
+		return queueBench(ctx, out, open, *n, *asJSON, machine)
 	}
 
 	cfg := bench.Config{Workload: workload, N: *n, K: *k, F: *f, ActivityDelay: *delay, Concurrency: *concurrency,
@@ -159,4 +140,52 @@ func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (
 		return p, "PostgreSQL schema " + schema, err
 	}
 	return nil, "", fmt.Errorf("bench: unknown backend %q (want sqlite, sqlite-memory or postgres)", backend)
+}
+
+// queueConfigs are the loads of `duroq bench queue`, on 10×n messages each.
+var queueConfigs = []bench.QueueConfig{
+	{Consumers: 1}, {Consumers: 16}, {Consumers: 64},
+	{Consumers: 1, PerKey: 1}, {Consumers: 16, PerKey: 1}, {Consumers: 64, PerKey: 1},
+	{Consumers: 1, PerKey: 10}, {Consumers: 16, PerKey: 10}, {Consumers: 64, PerKey: 10},
+}
+
+// queueBench runs `duroq bench queue`: each load of queueConfigs and the cycle, each
+// on a fresh backend.
+func queueBench(ctx context.Context, out io.Writer, open func() (*adapter.Provider, string, error), n int, asJSON bool, machine string) error {
+	var res struct {
+		Loads []bench.QueueReport `json:"loads"`
+		Cycle bench.CycleReport   `json:"cycle"`
+	}
+	run := func(measure func(q mq.MessageQueue) (fmt.Stringer, error)) error {
+		p, setting, err := open()
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		r, err := measure(p.Queue())
+		if err == nil && !asJSON {
+			fmt.Fprintf(out, "%s\n  backend: %s · %s\n", r, setting, machine)
+		}
+		return err
+	}
+	for _, c := range queueConfigs {
+		c.Messages = n * 10
+		err := run(func(q mq.MessageQueue) (fmt.Stringer, error) {
+			r, err := bench.QueueLoad(ctx, q, c)
+			res.Loads = append(res.Loads, r)
+			return r, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	err := run(func(q mq.MessageQueue) (fmt.Stringer, error) {
+		r, err := bench.QueueCycle(ctx, q, n)
+		res.Cycle = r
+		return r, err
+	})
+	if err != nil || !asJSON {
+		return err
+	}
+	return json.NewEncoder(out).Encode(res)
 }

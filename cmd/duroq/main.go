@@ -11,10 +11,10 @@
 // shows progress and the final statuses. Killed mid-run (even with kill -9) and run
 // again on the same file, it resumes every order where it was and completes it.
 //
-// queue-demo runs the embedded queue end to end on a SQLite file: it enqueues order
-// events keyed by customer, processes them with a consumer whose handler fails now and
-// then (retried with backoff), and checks that every customer's events were handled
-// once each, in order.
+// queue-demo shows per-customer ordered processing on an embedded SQLite queue: a
+// failed event is retried without being overtaken by the customer's later events, a
+// poison event is dead-lettered with its reason, then redriven and handled; it checks
+// that every customer's events were handled once each, in order.
 package main
 
 import (

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -130,18 +132,14 @@ func prefixEnd(p string) (string, bool) {
 }
 
 // remove deletes the messages of queue matching match (a condition on
-// mq_messages whose arguments start at $2). It first takes, in ascending lock-id
-// order, the advisory locks of the routing keys of the matching messages; a
-// removed message whose batch was live invalidates the batch: the batch's other
-// messages become eligible now and its key lock ends. released reports that.
+// mq_messages whose arguments start at $2), after taking the advisory locks of their
+// routing keys (see lockKeysOf). A removed message whose batch was live invalidates
+// the batch: the batch's other messages become eligible now and its key lock ends.
+// released reports that.
 func (q *Queue) remove(ctx context.Context, tx sqlx.ExtContext, queue, match string, matchArgs ...any) (n int, released bool, err error) {
 	args := append([]any{queue}, matchArgs...)
-	var routing []string
-	if err := sqlx.SelectContext(ctx, tx, &routing, `SELECT r.routing_key FROM (
-			SELECT DISTINCT routing_key, `+keyLockID("$1", "routing_key")+` AS lock_id
-			FROM mq_messages WHERE queue = $1 AND routing_key IS NOT NULL AND `+match+`
-			ORDER BY lock_id
-		) r, pg_advisory_xact_lock(r.lock_id)`, args...); err != nil {
+	routing, err := lockKeysOf(ctx, tx, match, args)
+	if err != nil {
 		return 0, false, err
 	}
 	// Messages of other routing keys enqueued since are left alone: they arrived after
@@ -181,6 +179,21 @@ func (q *Queue) remove(ctx context.Context, tx sqlx.ExtContext, queue, match str
 		}
 	}
 	return len(rows), len(tokens) > 0, nil
+}
+
+// lockKeysOf takes, in ascending lock-id order and waiting for them, the advisory
+// locks of the routing keys of the messages of queue args[0] matching match (a
+// condition on mq_messages whose further arguments are args[1:]), and returns those
+// keys. The caller then locks rows (in id order) of these keys or of none: messages
+// of other keys enqueued since arrived after the operation began.
+func lockKeysOf(ctx context.Context, tx sqlx.QueryerContext, match string, args []any) ([]string, error) {
+	var keys []string
+	err := sqlx.SelectContext(ctx, tx, &keys, `SELECT r.routing_key FROM (
+			SELECT DISTINCT routing_key, `+keyLockID("$1", "routing_key")+` AS lock_id
+			FROM mq_messages WHERE queue = $1 AND routing_key IS NOT NULL AND `+match+`
+			ORDER BY lock_id
+		) r, pg_advisory_xact_lock(r.lock_id)`, args...)
+	return keys, err
 }
 
 // lockKeySQL takes the advisory lock of routing key $2 of queue $1, waiting for it.
@@ -387,4 +400,216 @@ func (q *Queue) Close() error {
 		return q.db.Close()
 	}
 	return nil
+}
+
+// Peek implements mq.Admin: one read, which locks nothing.
+func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]mq.MessageInfo, error) {
+	const op = "peek"
+	if q.closed.Load() {
+		return nil, mq.Closed(op)
+	}
+	opts, err := mq.CheckPeek(op, queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	now := micros(q.now())
+	args := []any{queue, opts.AfterID, opts.Limit, now}
+	where := `queue = $1 AND id > $2`
+	if opts.RoutingKey != "" {
+		where, args = where+` AND routing_key = $5`, append(args, opts.RoutingKey)
+	}
+	var rows []struct {
+		ID             int64          `db:"id"`
+		RoutingKey     sql.NullString `db:"routing_key"`
+		Payload        []byte         `db:"payload"`
+		Attempts       int            `db:"attempts"`
+		EnqueuedAt     int64          `db:"enqueued_at"`
+		VisibleAt      int64          `db:"visible_at"`
+		Locked         bool           `db:"locked"`
+		Tag            sql.NullString `db:"tag"`
+		Session        sql.NullString `db:"session"`
+		Key            sql.NullString `db:"message_key"`
+		LastError      sql.NullString `db:"last_error"`
+		FirstFailedAt  sql.NullInt64  `db:"first_failed_at"`
+		LastFailedAt   sql.NullInt64  `db:"last_failed_at"`
+		OriginQueue    sql.NullString `db:"origin_queue"`
+		DeadLetteredAt sql.NullInt64  `db:"dead_lettered_at"`
+	}
+	err = q.exec(ctx, op, func() error {
+		rows = rows[:0]
+		return sqlx.SelectContext(ctx, q.db, &rows, `SELECT id, routing_key, payload, attempts, enqueued_at, visible_at,
+				lock_token IS NOT NULL AND locked_until > $4 AS locked, tag, session, message_key,
+				last_error, first_failed_at, last_failed_at, origin_queue, dead_lettered_at
+			FROM mq_messages WHERE `+where+` ORDER BY id LIMIT $3`, args...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]mq.MessageInfo, len(rows))
+	for i, r := range rows {
+		if r.Payload == nil {
+			r.Payload = []byte{}
+		}
+		infos[i] = mq.MessageInfo{ID: r.ID, Queue: queue, RoutingKey: r.RoutingKey.String, Payload: r.Payload,
+			Attempt: r.Attempts, EnqueuedAt: fromMicros(r.EnqueuedAt), VisibleAt: fromMicros(r.VisibleAt), Locked: r.Locked,
+			Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, LastError: r.LastError.String,
+			FirstFailedAt: optMicros(r.FirstFailedAt), LastFailedAt: optMicros(r.LastFailedAt),
+			OriginQueue: r.OriginQueue.String, DeadLetteredAt: optMicros(r.DeadLetteredAt)}
+	}
+	return infos, nil
+}
+
+// optMicros is the time of a nullable column: zero when NULL.
+func optMicros(us sql.NullInt64) time.Time {
+	if !us.Valid {
+		return time.Time{}
+	}
+	return fromMicros(us.Int64)
+}
+
+// selection is the condition on mq_messages (arguments from $2) selecting the
+// messages of routingKey and ids; empty means all.
+func selection(routingKey string, ids []int64) (string, []any) {
+	conds, args := []string{"true"}, []any{}
+	if routingKey != "" {
+		args = append(args, routingKey)
+		conds = append(conds, fmt.Sprintf("routing_key = $%d", len(args)+1))
+	}
+	if len(ids) > 0 {
+		args = append(args, ids)
+		conds = append(conds, fmt.Sprintf("id = ANY($%d::bigint[])", len(args)+1))
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// keyChunk bounds the routing keys whose advisory locks one transaction of Purge or
+// Redrive takes: PostgreSQL's shared lock table holds about max_locks_per_transaction
+// × max_connections locks (6,400 by default) for all sessions together.
+const keyChunk = 1000
+
+// inKeyChunks runs fn on the messages of queue matching match (a condition on
+// mq_messages whose arguments, args, start at $2): in one transaction when they have
+// at most keyChunk routing keys, else in one transaction per keyChunk keys, the
+// un-keyed messages with the first. Each call of fn gets match narrowed to its keys
+// (one more argument). It returns the sum of fn's counts, also of the transactions
+// that committed before one failed.
+func (q *Queue) inKeyChunks(ctx context.Context, op, queue, match string, args []any,
+	fn func(tx *sqlx.Tx, match string, args []any) (int, error)) (total int, err error) {
+	var keys []string
+	err = q.exec(ctx, op, func() error {
+		keys = keys[:0]
+		return sqlx.SelectContext(ctx, q.db, &keys, `SELECT DISTINCT routing_key FROM mq_messages
+			WHERE queue = $1 AND routing_key IS NOT NULL AND `+match+` ORDER BY routing_key`, append([]any{queue}, args...)...)
+	})
+	if err != nil {
+		return 0, err
+	}
+	pkeys := fmt.Sprintf("$%d::text[]", len(args)+2)
+	chunks := slices.Collect(slices.Chunk(keys, keyChunk))
+	if len(chunks) == 0 {
+		chunks = [][]string{{}}
+	}
+	for i, chunk := range chunks {
+		narrowed := match + " AND routing_key = ANY(" + pkeys + ")"
+		if i == 0 {
+			narrowed = match + " AND (routing_key IS NULL OR routing_key = ANY(" + pkeys + "))"
+		}
+		var n int
+		err := q.inTx(ctx, op, func(tx *sqlx.Tx) (err error) {
+			n, err = fn(tx, narrowed, append(slices.Clip(args), chunk))
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Purge implements mq.Admin: Remove's transaction for the selected messages, or one
+// per thousand routing keys when they have more (see inKeyChunks).
+func (q *Queue) Purge(ctx context.Context, queue string, opts mq.PurgeOptions) (int, error) {
+	const op = "purge"
+	if q.closed.Load() {
+		return 0, mq.Closed(op)
+	}
+	if err := mq.CheckPurge(op, queue, opts); err != nil {
+		return 0, err
+	}
+	match, args := selection(opts.RoutingKey, opts.IDs)
+	var released bool
+	n, err := q.inKeyChunks(ctx, op, queue, match, args, func(tx *sqlx.Tx, match string, args []any) (int, error) {
+		n, r, err := q.remove(ctx, tx, queue, match, args...)
+		released = released || r
+		return n, err
+	})
+	if released {
+		q.wakeLocal(queue)
+	}
+	return n, err
+}
+
+// Redrive implements mq.Admin: two statements in one transaction, or in one per
+// thousand routing keys when the dead letters have more (see inKeyChunks).
+func (q *Queue) Redrive(ctx context.Context, deadLetterQueue string, opts mq.RedriveOptions) (int, error) {
+	const op = "redrive"
+	if q.closed.Load() {
+		return 0, mq.Closed(op)
+	}
+	if err := mq.CheckRedrive(op, deadLetterQueue, opts); err != nil {
+		return 0, err
+	}
+	match, args := selection(opts.RoutingKey, opts.IDs)
+	woken := map[string]bool{}
+	n, err := q.inKeyChunks(ctx, op, deadLetterQueue, match, args, func(tx *sqlx.Tx, match string, args []any) (int, error) {
+		moved, err := q.redrive(ctx, tx, deadLetterQueue, opts.To, match, args)
+		n := 0
+		for _, m := range moved {
+			woken[m.Queue] = true
+			n += m.N
+		}
+		return n, err
+	})
+	for queue := range woken {
+		q.wakeLocal(queue)
+	}
+	return n, err
+}
+
+// movedRow counts the messages redrive moved to one queue.
+type movedRow struct {
+	Queue string `db:"queue"`
+	N     int    `db:"n"`
+}
+
+// redrive moves the dead letters of dlq matching match (arguments args from $2) to
+// to, or to their origin queue, and notifies the queues it moved messages to. It
+// locks like remove: the routing keys' advisory locks (in dlq), then the rows in id
+// order. Live locks are skipped; a lapsed one is dropped.
+func (q *Queue) redrive(ctx context.Context, tx *sqlx.Tx, dlq, to, match string, args []any) ([]movedRow, error) {
+	args = append([]any{dlq}, args...)
+	routing, err := lockKeysOf(ctx, tx, match, args)
+	if err != nil {
+		return nil, err
+	}
+	p := len(args)
+	var moved []movedRow
+	err = sqlx.SelectContext(ctx, tx, &moved, fmt.Sprintf(`WITH moved AS (
+			UPDATE mq_messages m SET queue = coalesce($%[3]d::text, m.origin_queue), visible_at = $%[4]d, attempts = 0,
+				origin_queue = NULL, dead_lettered_at = NULL, lock_token = NULL, locked_until = NULL,
+				message_key = CASE WHEN EXISTS (
+						SELECT 1 FROM mq_messages d WHERE d.queue = coalesce($%[3]d::text, m.origin_queue) AND d.message_key = m.message_key
+					) THEN NULL ELSE m.message_key END
+			WHERE m.id IN (
+				SELECT id FROM mq_messages
+				WHERE queue = $1 AND %[1]s AND (routing_key IS NULL OR routing_key = ANY($%[2]d::text[]))
+					AND (lock_token IS NULL OR locked_until <= $%[4]d) AND ($%[3]d::text IS NOT NULL OR origin_queue IS NOT NULL)
+				ORDER BY id FOR UPDATE
+			)
+			RETURNING m.queue
+		)
+		SELECT d.queue, d.n FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) d, pg_notify(`+channelExpr+`, d.queue)`,
+		match, p+1, p+2, p+3), append(args, routing, nullable(to), micros(q.now()))...)
+	return moved, moveRace(err)
 }

@@ -25,7 +25,7 @@ type keyLedger struct {
 	mu     sync.Mutex
 	holder map[string]int // routing key -> consumer holding its batch
 	next   map[string]int // routing key -> sequence number its next batch must start at
-	done   int            // messages acked
+	done   int            // messages finished
 }
 
 func newKeyLedger(t *testing.T) *keyLedger {
@@ -52,15 +52,14 @@ func (l *keyLedger) take(c int, b *mq.Batch) {
 	}
 }
 
-// release records that the batch of key ends; acked messages advance the key.
-func (l *keyLedger) release(b *mq.Batch, acked bool) {
+// release records that the batch of key ends with its first finished messages done
+// (acked or dead-lettered), which advance the key; the others come again.
+func (l *keyLedger) release(b *mq.Batch, finished int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.holder, b.RoutingKey)
-	if acked {
-		l.next[b.RoutingKey] += len(b.Messages)
-		l.done += len(b.Messages)
-	}
+	l.next[b.RoutingKey] += finished
+	l.done += finished
 }
 
 func (l *keyLedger) acked() int {
@@ -145,14 +144,14 @@ func TestHotKeysUnderContention(t *testing.T) {
 				ledger.take(c, b)
 				if rand.IntN(10) == 0 {
 					abandoned.Add(1)
-					ledger.release(b, false) // before the call: once it returns, others may hold the key
+					ledger.release(b, 0) // before the call: once it returns, others may hold the key
 					if err := q.Abandon(ctx, b.Token, mq.AbandonOptions{}); err != nil {
 						t.Errorf("consumer %d: Abandon: %v", c, err)
 						return
 					}
 					continue
 				}
-				ledger.release(b, true)
+				ledger.release(b, len(b.Messages))
 				if err := q.Ack(ctx, b.Token); err != nil {
 					t.Errorf("consumer %d: Ack: %v", c, err)
 					return
@@ -310,7 +309,7 @@ func TestDequeueTxAndAckTxInCallerTransactionsUnderContention(t *testing.T) {
 							return err
 						}
 					}
-					ledger.release(b, true) // before the commit: once it commits, others may hold the key
+					ledger.release(b, len(b.Messages)) // before the commit: once it commits, others may hold the key
 					return q.AckTx(ctx, tx, b.Token, mq.Message{Queue: "done", Payload: []byte(b.RoutingKey)})
 				})
 				if err != nil {

@@ -101,44 +101,63 @@ func (q *Queue) normalize(queue string, opts mq.DequeueOptions) (mq.DequeueOptio
 // transaction; while waiting it holds no connection. A long poll is woken by this
 // process's writes and, through LISTEN/NOTIFY, by every other process's.
 func (q *Queue) DequeueBatch(ctx context.Context, queue string, opts mq.DequeueOptions) (*mq.Batch, error) {
+	bs, err := q.poll(ctx, queue, opts, 1)
+	if len(bs) == 0 {
+		return nil, err
+	}
+	return bs[0], err
+}
+
+// DequeueBatches implements mq.MessageQueue: DequeueBatch's attempts, in one
+// transaction, until it holds max batches (see take).
+func (q *Queue) DequeueBatches(ctx context.Context, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
+	return q.poll(ctx, queue, opts, max)
+}
+
+// poll takes up to max batches in one transaction, waiting up to opts.Wait for one.
+func (q *Queue) poll(ctx context.Context, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
 	const op = "dequeue"
 	opts, err := q.normalize(queue, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := mq.CheckDequeueMax(op, max); err != nil {
 		return nil, err
 	}
 	if q.closed.Load() {
 		return nil, mq.Closed(op)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("mq/postgres: %s %q: %w", op, queue, err)
+		return nil, fmt.Errorf("mq/postgres: %s %q: %w", op, mq.Clip(queue), err)
 	}
 	if opts.Wait > 0 {
 		q.startListening()
 	}
-	b, err := wake.Poll(ctx, &q.hub, queue, opts.Wait, q.now, func() (*mq.Batch, bool, time.Time, error) {
-		b, next, err := q.dequeue(ctx, queue, opts)
-		return b, b != nil, next, err
+	bs, err := wake.Poll(ctx, &q.hub, queue, opts.Wait, q.now, func() ([]*mq.Batch, bool, time.Time, error) {
+		bs, next, err := q.dequeue(ctx, queue, opts, max)
+		return bs, len(bs) > 0, next, err
 	})
 	if err != nil && errors.Is(err, ctx.Err()) {
-		return nil, fmt.Errorf("mq/postgres: %s %q: %w", op, queue, err)
+		return nil, fmt.Errorf("mq/postgres: %s %q: %w", op, mq.Clip(queue), err)
 	}
-	return b, err
+	return bs, err
 }
 
-// dequeue makes attempts, each in its own transaction, until one wins a batch or
-// finds nothing eligible.
-func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOptions) (*mq.Batch, time.Time, error) {
+// dequeue makes transactions of attempts until one wins up to max batches or finds
+// nothing eligible. A transaction whose first attempt loses is rolled back (which
+// frees its candidate row and key lock) and the next one skips what it lost.
+func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, time.Time, error) {
 	var ex exclusions
 	for range maxLosses {
 		var (
-			b    *mq.Batch
+			bs   []*mq.Batch
 			next time.Time
 			l    loss
 		)
 		err := q.inTx(ctx, "dequeue", func(tx *sqlx.Tx) (err error) {
-			b, next, l, err = q.attempt(ctx, tx, queue, opts, &ex, true)
+			bs, next, l, err = q.take(ctx, tx, queue, opts, &ex, max)
 			if err == nil && l.lost() {
-				return errLost // the rollback frees the candidate row and the key lock
+				return errLost
 			}
 			return err
 		})
@@ -151,9 +170,40 @@ func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOption
 			}
 			continue
 		}
-		return b, next, err
+		return bs, next, err
 	}
 	return nil, q.now().Add(contendedRetry), nil
+}
+
+// take makes attempts in tx until it holds max batches or finds nothing eligible
+// (then next is when a message becomes visible, if it holds none). It reports the
+// loss of a first attempt, which the caller undoes. A later lost attempt ends the
+// transaction's work instead: it wrote nothing, and the locks it may hold (its
+// candidate row, the key's advisory lock) end with the commit that follows at once,
+// so it waits for nothing while holding them (the deadlock argument of doc.go).
+// Likewise, batches after the first take no session message: a transaction that
+// claims or touches at most one session row cannot wait for sessions in an order
+// of its own.
+func (q *Queue) take(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int) ([]*mq.Batch, time.Time, loss, error) {
+	var bs []*mq.Batch
+	for len(bs) < max {
+		b, next, l, err := q.attempt(ctx, tx, queue, opts, ex, true)
+		switch {
+		case err != nil:
+			return nil, time.Time{}, loss{}, err
+		case l.lost() && len(bs) == 0:
+			return nil, time.Time{}, l, nil
+		case l.lost():
+			return bs, time.Time{}, loss{}, nil
+		case b == nil && len(bs) == 0:
+			return nil, next, loss{}, nil
+		case b == nil:
+			return bs, time.Time{}, loss{}, nil
+		}
+		bs = append(bs, b)
+		opts.Session = nil
+	}
+	return bs, time.Time{}, loss{}, nil
 }
 
 // DequeueTx is one non-blocking DequeueBatch inside tx (opts.Wait is ignored). When
@@ -396,7 +446,12 @@ FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
 
 // keyQuery renders the key statement of attempt: take routing key key of queue for
 // token until until unless someone else holds it at now (or, with a KeyAttr filter,
-// its attribute no longer passes), and lock the key's eligible messages.
+// its attribute no longer passes), and lock the key's oldest eligible messages in id
+// order within opts.MaxMessages and opts.MaxBytes (the first always). The messages
+// are chosen in the statement's snapshot, taken after the key's advisory lock: every
+// other writer of the key's rows needs that lock, so nobody changes them before the
+// UPDATE (it may only wait for another consumer's candidate statement to let go of
+// one, unchanged).
 func keyQuery(queue, key string, opts mq.DequeueOptions, now int64, token string, until int64) (string, []any) {
 	var a sqlArgs
 	pq, pkey, ptoken, puntil, pnow := a.p(queue), a.p(key), a.p(token), a.p(until), a.p(now)
@@ -408,16 +463,28 @@ func keyQuery(queue, key string, opts mq.DequeueOptions, now int64, token string
 	if tags != "" {
 		tags = " AND " + tags
 	}
+	pmax, pbytes := a.p(int64(opts.MaxMessages)), a.p(int64(opts.MaxBytes))
 	return fmt.Sprintf(`WITH kl AS (
 	INSERT INTO mq_keys AS k (queue, routing_key, lock_token, locked_until) VALUES (%[1]s, %[2]s, %[3]s, %[4]s)
 	ON CONFLICT (queue, routing_key) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until
 	WHERE (k.locked_until IS NULL OR k.locked_until <= %[5]s::bigint)%[6]s
 	RETURNING 1
+),
+pick AS (
+	SELECT c.id FROM (
+		SELECT m.id, row_number() OVER w AS n, sum(octet_length(m.payload)) OVER w AS bytes
+		FROM mq_messages m
+		WHERE m.queue = %[1]s AND m.routing_key = %[2]s AND m.visible_at <= %[5]s%[7]s AND EXISTS (SELECT 1 FROM kl)
+		WINDOW w AS (ORDER BY m.id ROWS UNBOUNDED PRECEDING)
+		ORDER BY m.id
+		LIMIT %[8]s::bigint
+	) c
+	WHERE c.n = 1 OR c.bytes <= %[9]s::bigint
 )
 UPDATE mq_messages m SET lock_token = %[3]s, locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
-WHERE m.queue = %[1]s AND m.routing_key = %[2]s AND m.visible_at <= %[5]s%[7]s AND EXISTS (SELECT 1 FROM kl)
+FROM pick WHERE m.id = pick.id
 RETURNING m.id, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key`,
-		pq, pkey, ptoken, puntil, pnow, attr, tags), a
+		pq, pkey, ptoken, puntil, pnow, attr, tags, pmax, pbytes), a
 }
 
 // filters renders the eligibility conditions of opts on the message alias m, the key

@@ -6,12 +6,12 @@
 // needed, applies the embedded migrations and owns the database. New(db, Options)
 // builds a queue over a database the caller shares with other stores (open it with
 // OpenDB, for example together with eventstore/postgres); call Migrate before use.
-// The *Tx methods (EnqueueTx, DequeueTx, AckTx, AbandonTx, LockTx, RenewTx, RemoveTx,
-// RemovePrefixTx, PurgeKeyTx, SetKeyAttrTx) run inside the caller's transaction, so
-// queue writes commit together with the caller's own. Their wake-ups travel as a
-// NOTIFY inside that transaction: delivered to every process when it commits, never
-// when it rolls back, so no Notify call is needed (Notify exists for parity with the
-// SQLite backend).
+// The *Tx methods (EnqueueTx, DequeueTx, AckTx, AbandonTx, SettleTx, LockTx, RenewTx,
+// RemoveTx, RemovePrefixTx, PurgeKeyTx, SetKeyAttrTx) run inside the caller's
+// transaction, so queue writes commit together with the caller's own. Their wake-ups
+// travel as a NOTIFY inside that transaction: delivered to every process when it
+// commits, never when it rolls back, so no Notify call is needed (Notify exists for
+// parity with the SQLite backend).
 //
 // # Settings and why
 //
@@ -31,12 +31,12 @@
 //     work fails with serialization errors that the caller must retry.
 //   - Durability: Enqueue, Ack, Abandon and every other write commit as the server's
 //     synchronous_commit says (on by default: the commit waits for the WAL flush).
-//     DequeueBatch commits its lock asynchronously (synchronous_commit=off for that
-//     transaction only): if a server crash loses it, the batch's messages are simply
-//     eligible again, as after a lapsed lock, and its holder's Ack fails with
-//     ErrLockLost; at-least-once delivery is unaffected, only the attempt count of
-//     that fetch may be lost. This saves a WAL flush per delivered batch. DequeueTx
-//     follows the caller's transaction.
+//     DequeueBatch and DequeueBatches commit their locks asynchronously
+//     (synchronous_commit=off for that transaction only): if a server crash loses
+//     one, the batch's messages are simply eligible again, as after a lapsed lock,
+//     and its holder's Ack fails with ErrLockLost; at-least-once delivery is
+//     unaffected, only the attempt count of that fetch may be lost. This saves a WAL
+//     flush per delivering transaction. DequeueTx follows the caller's transaction.
 //   - Statistics: the dequeue statement relies on the planner walking the
 //     (queue, visible_at, id) index, which it does once mq_messages has statistics.
 //     The migration makes autovacuum analyse the table after 5% of its rows changed;
@@ -73,8 +73,10 @@
 //     clock reading taken after the lock, so it sees everything the key's previous
 //     holders committed) takes the key: INSERT INTO mq_keys ... ON CONFLICT DO
 //     UPDATE ... WHERE the key is not locked (and its attribute still passes the
-//     filter), and, only if that returned a row, UPDATE locks every eligible message
-//     of the key under the new token.
+//     filter), and, only if that returned a row, UPDATE locks the key's oldest
+//     eligible messages in id order under the new token, as many as MaxMessages and
+//     MaxBytes allow (a window of row_number and running payload size over the
+//     (queue, routing_key, id) index, cut by LIMIT).
 //
 // An attempt that loses (the advisory lock is taken, the key or session was claimed
 // by a consumer that committed since the candidate's snapshot) rolls back — which
@@ -85,13 +87,30 @@
 // lost attempts DequeueBatch reports nothing for now and, in a long poll, looks
 // again 5 ms later.
 //
+// DequeueBatches makes further attempts in the same transaction after a won one,
+// until it holds max batches or finds nothing. A later attempt that loses ends the
+// transaction's work: it wrote nothing, and the commit that follows at once frees
+// what it holds. Only the first batch may be a session message, so such a
+// transaction claims or touches at most one session row.
+//
 // Every other operation that touches a key's lock row or a keyed message's row
-// first takes that key's advisory lock, waiting for it: Ack, Abandon and Renew find
-// their batch's key by token and lock it in the same statement before touching a
-// row; Remove and RemovePrefix lock the keys of the matching messages in ascending
-// lock-id order, then lock rows in id order; PurgeKey and SetKeyAttr lock their key.
-// Session rows are always locked after message rows, and RenewSessions and
-// CleanupSessions lock them in session order.
+// first takes that key's advisory lock, waiting for it: Ack, Abandon, Settle and
+// Renew find their batches' keys by token and lock them in ascending lock-id order
+// in the same statement before touching a row (a Settle that needs its batches'
+// sizes first runs a statement that takes the same locks and then locks the
+// batches' rows in id order); Remove, RemovePrefix, Purge and Redrive lock the keys
+// of the matching messages in ascending lock-id order, then lock rows in id order
+// (Purge and Redrive a thousand keys per transaction: PostgreSQL's shared lock
+// table holds some thousands of locks for all sessions together); PurgeKey and
+// SetKeyAttr lock their key. A dead-lettered or redriven message is locked under
+// the key of the queue it leaves: no consumer of the queue it enters can have
+// chosen it yet. Session rows are always locked after message rows, and Settle,
+// RenewSessions and CleanupSessions lock them in session order.
+//
+// A keyed batch released with a Delay (Abandon, Settle) keeps its key: the key's
+// row keeps the dead token and locked_until becomes the time its messages are
+// visible again, so no later message of the key is delivered first (the order rule
+// of mq.MessageQueue.Settle).
 //
 // Why no deadlock is possible among these operations: a deadlock is a cycle of
 // transactions each waiting for a lock the next one holds. A dequeue attempt that
@@ -106,20 +125,24 @@
 // one order cannot close a cycle. That includes an un-keyed dequeue, which locks its
 // candidate row and then, for a session message, may wait for the session's row.
 // Enqueue only inserts; it waits only for another uncommitted insert of the same
-// message key. The contention tests check this under load: no deadlock is ever
-// retried. Transactions of the caller that combine several *Tx calls keep the
-// guarantee when they lock at most one routing key each, or keys in a consistent
-// order (the adapter locks one instance per transaction); otherwise PostgreSQL may
-// detect a deadlock and abort one of them with a retryable error.
+// message key, as does a message moved by Settle or Redrive (which, when that insert
+// commits, fails on the key's unique index and is retried: it then drops its key).
+// The contention tests check this under load: no deadlock is ever retried.
+// Transactions of the caller that combine several *Tx calls keep the guarantee when
+// they lock at most one routing key each, or keys in a consistent order (the adapter
+// locks one instance per transaction); otherwise PostgreSQL may detect a deadlock and
+// abort one of them with a retryable error.
 //
 // # Wake-ups
 //
 // Every write that can make a message eligible — Enqueue, Ack of a keyed batch (its
-// key's waiting messages) or with follow-up messages, Abandon, and a Remove that
-// invalidated a live batch — sends pg_notify(channel, queue) inside its transaction,
-// on a channel named after the schema. Each Queue runs, from its first long poll on,
-// one listener goroutine holding one connection that LISTENs on the channel and
-// wakes this process's long polls on the notified queue. It reconnects with a
+// key's waiting messages) or with follow-up messages, Abandon, a Settle that released
+// messages, touched a key or made dead letters (the dead-letter queue too), Redrive
+// (the destination queues), and a Remove or Purge that invalidated a live batch —
+// sends pg_notify(channel, queue) inside its transaction, on a channel named after
+// the schema. Each Queue runs, from its first long poll on, one listener goroutine
+// holding one connection that LISTENs on the channel and wakes this process's long
+// polls on the notified queue. It reconnects with a
 // growing backoff (100 ms to 5 s) when its connection fails and wakes every long
 // poll once when it is back; while it is down, long polls end at their Wait
 // deadline or when the next message becomes visible, as without notifications.

@@ -75,7 +75,10 @@ type Queue struct {
 	listenerDone chan struct{}
 }
 
-var _ mq.MessageQueue = (*Queue)(nil)
+var (
+	_ mq.MessageQueue = (*Queue)(nil)
+	_ mq.Admin        = (*Queue)(nil)
+)
 
 // Open connects to the database at dsn, applies this package's migrations and returns
 // a queue that owns the database: Close closes it.
@@ -154,7 +157,7 @@ const (
 func (q *Queue) retry(ctx context.Context, op string, fn func() error) error {
 	for try := 1; ; try++ {
 		err := fn()
-		if err == nil || try == maxTries || !pgdb.IsRetryable(err) || ctx.Err() != nil {
+		if err == nil || try == maxTries || !(pgdb.IsRetryable(err) || errors.Is(err, errMoveRace)) || ctx.Err() != nil {
 			return err
 		}
 		q.retries.Add(1)
@@ -217,7 +220,7 @@ func (e *opError) Error() string { return "mq/postgres: " + e.op + ": " + e.err.
 func (e *opError) Unwrap() error { return e.err }
 
 // wrap names op in errors that do not already come from the mq package or name an
-// operation.
+// operation, and reports damaged storage as mq.ErrCorrupt.
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -226,10 +229,20 @@ func wrap(op string, err error) error {
 	var dup *mq.DuplicateKeyError
 	var named *opError
 	if errors.As(err, &inv) || errors.As(err, &dup) || errors.As(err, &named) ||
-		errors.Is(err, mq.ErrLockLost) || errors.Is(err, mq.ErrClosed) {
+		errors.Is(err, mq.ErrLockLost) || errors.Is(err, mq.ErrClosed) || errors.Is(err, mq.ErrCorrupt) {
 		return err
 	}
+	if corrupt(err) {
+		return mq.Corrupt(op, err)
+	}
 	return &opError{op: op, err: err}
+}
+
+// corrupt reports PostgreSQL's data corruption errors: data_corrupted (XX001, a
+// damaged page or tuple) and index_corrupted (XX002). Retrying cannot repair them.
+func corrupt(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "XX001" || pe.Code == "XX002")
 }
 
 // sqlArgs collects the arguments of a statement being built.

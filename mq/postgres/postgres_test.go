@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -103,8 +104,12 @@ func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
 	if err := q.DB().Get(&versions, `SELECT count(*) FROM duroq_migrations WHERE line = $1`, postgres.MigrationLine); err != nil {
 		t.Fatal(err)
 	}
-	if versions != 1 {
-		t.Fatalf("duroq_migrations holds %d versions of line %q, want 1 (each migration applied once)", versions, postgres.MigrationLine)
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migration files: %v, %v", files, err)
+	}
+	if versions != len(files) {
+		t.Fatalf("duroq_migrations holds %d versions of line %q, want %d (each migration applied once)", versions, postgres.MigrationLine, len(files))
 	}
 }
 

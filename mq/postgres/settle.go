@@ -4,112 +4,348 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/duroq/duroq/mq"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jmoiron/sqlx"
 )
 
-// The statements that end or extend a lock (Ack, Abandon, Renew) are single
-// statements, so outside a caller's transaction they cost one round trip. Each
-// starts with lockBatch: it finds the batch of token $1 and, if the batch is keyed,
-// waits for the key's advisory lock before any row is touched (the lock order of
-// doc.go). The rows of the batch are then found by token; a row that changed while
-// the statement waited for the lock is re-checked by PostgreSQL against its newest
-// version (READ COMMITTED), so a batch taken over in the meantime is not touched.
+// Ack, Abandon and Settle all end in applySQL, one statement that settles any number
+// of batches message by message (see mq.Settlement). It first takes the advisory locks
+// of its batches' routing keys in ascending lock-id order, waiting for them (the lock
+// order of doc.go), and only then touches rows. The rows of each batch are found by
+// token and live lock; a row that changed while the statement waited for a lock is
+// re-checked by PostgreSQL against its newest version (READ COMMITTED), so a batch
+// taken over in the meantime is not touched.
+//
+// Ack, Abandon and a lone Settle that acks and dead-letters nothing do not depend on
+// the batch's size: applySQL alone settles them, one round trip (plus the transaction
+// around follow-up messages). Any other Settle first runs heldSQL in its transaction:
+// it takes the same advisory locks and locks the batches' rows in id order (so
+// settling several un-keyed batches keeps the lock order), and reports each batch's
+// size and queue, which the settlements are validated against before anything
+// changes. Nobody else can change those batches before the commit, so applySQL then
+// settles them exactly as heldSQL saw them.
 
-// lockBatch: $1 is the token.
-var lockBatch = `b AS MATERIALIZED (
-	SELECT m.queue, m.routing_key,
-		(SELECT count(*) FROM pg_advisory_xact_lock(` + keyLockID("m.queue", "m.routing_key") + `) WHERE m.routing_key IS NOT NULL) AS locked
-	FROM mq_messages m WHERE m.lock_token = $1 LIMIT 1
-)`
-
-// batchKey is the routing key of the batch rows in done (no row for an un-keyed
-// batch). A batch has one key and at most one session, so the statements below
-// compare with scalar subqueries: primary-key lookups whatever the planner knows.
-const batchKey = `bk AS MATERIALIZED (SELECT queue, routing_key FROM done WHERE routing_key IS NOT NULL LIMIT 1)`
-
-const keyMatch = `k.queue = (SELECT queue FROM bk) AND k.routing_key = (SELECT routing_key FROM bk) AND k.lock_token = $1`
-
-// releaseKey ends the key lock of token $1: the key's row goes if it holds no
-// attribute, else only its lock is cleared. kupd runs only when kdel deleted
-// nothing, so a concurrent change of the attribute never leaves the key locked.
-const releaseKey = batchKey + `,
-kdel AS (DELETE FROM mq_keys k WHERE ` + keyMatch + ` AND k.attr IS NULL RETURNING 1),
-kupd AS (UPDATE mq_keys k SET lock_token = NULL, locked_until = NULL WHERE ` + keyMatch + ` AND NOT EXISTS (SELECT 1 FROM kdel))`
-
-// touchSessions records activity ($2, now) on the live session of the rows in done.
-const touchSessions = `sess AS (
-	UPDATE mq_sessions s SET last_activity_at = $2
-	WHERE s.queue = (SELECT queue FROM done WHERE session IS NOT NULL LIMIT 1)
-		AND s.session = (SELECT session FROM done WHERE session IS NOT NULL LIMIT 1)
-		AND s.locked_until > $2
-)`
-
-// ackSQL deletes the batch of token $1 if its lock is live at $2, releases its key and
-// notifies the queue when a key was released (its waiting messages are eligible now).
-var ackSQL = `WITH ` + lockBatch + `,
-done AS (
-	DELETE FROM mq_messages m USING b
-	WHERE m.lock_token = $1 AND m.locked_until > $2 AND b.locked >= 0
-	RETURNING m.queue, m.routing_key, m.session
-),
-` + releaseKey + `,
-` + touchSessions + `
-SELECT count(*) AS n, coalesce(min(queue), '') AS queue, bool_or(routing_key IS NOT NULL) IS TRUE AS keyed,
-	(SELECT count(*) FROM bk, pg_notify(` + channelExpr + `, bk.queue)) AS notified
-FROM done`
-
-// abandonSQL releases the batch of token $1 (live at $2): visible again at $3, the
-// fetch's attempt undone when $4. The queue is notified.
-var abandonSQL = `WITH ` + lockBatch + `,
-done AS (
-	UPDATE mq_messages m SET lock_token = NULL, locked_until = NULL, visible_at = $3,
-		attempts = CASE WHEN $4::boolean AND m.attempts > 0 THEN m.attempts - 1 ELSE m.attempts END
-	FROM b
-	WHERE m.lock_token = $1 AND m.locked_until > $2 AND b.locked >= 0
-	RETURNING m.queue, m.routing_key, m.session
-),
-` + releaseKey + `,
-` + touchSessions + `
-SELECT count(*) AS n, coalesce(min(queue), '') AS queue, bool_or(routing_key IS NOT NULL) IS TRUE AS keyed,
-	(SELECT count(*) FROM (SELECT DISTINCT queue FROM done) d, pg_notify(` + channelExpr + `, d.queue)) AS notified
-FROM done`
-
-// renewSQL extends the live lock of token $1 (live at $2) to $3.
-var renewSQL = `WITH ` + lockBatch + `,
-done AS (
-	UPDATE mq_messages m SET locked_until = $3, visible_at = $3
-	FROM b
-	WHERE m.lock_token = $1 AND m.locked_until > $2 AND b.locked >= 0
-	RETURNING m.queue, m.routing_key, m.session
-),
-` + batchKey + `,
-krenew AS (UPDATE mq_keys k SET locked_until = $3 WHERE ` + keyMatch + `),
-` + touchSessions + `
-SELECT count(*) AS n, coalesce(min(queue), '') AS queue, bool_or(routing_key IS NOT NULL) IS TRUE AS keyed, 0 AS notified
-FROM done`
-
-// settled is what a settling statement reports.
-type settled struct {
-	N        int    `db:"n"`
-	Queue    string `db:"queue"`
-	Keyed    bool   `db:"keyed"`
-	Notified int    `db:"notified"`
+// The statements below find a batch's rows with "lock_token {tokens}", completed by
+// forTokens for one token ($1 a uuid) or for several ($1 an array). A statement for
+// one token gives the planner the same estimates for a generic plan as for a custom
+// one, so PostgreSQL plans a prepared Ack, Abandon or Renew once instead of on every
+// call (re-planning applySQL costs more than running it).
+func forTokens(query string, many bool) string {
+	if many {
+		return strings.NewReplacer("{tokens}", "= ANY($1::uuid[])", "{settlements}", manySettlements).Replace(query)
+	}
+	return strings.NewReplacer("{tokens}", "= $1::uuid", "{settlements}", oneSettlement).Replace(query)
 }
 
-// settle runs one of the settling statements for token and fails with ErrLockLost
-// when the token held nothing.
-func settle(ctx context.Context, ex sqlx.QueryerContext, op, query, token string, args ...any) (settled, error) {
-	var s settled
-	if err := sqlx.GetContext(ctx, ex, &s, query, append([]any{token}, args...)...); err != nil {
-		return s, err
+// lockKeys takes the advisory locks of the routing keys of the batches of tokens $1
+// in ascending lock-id order; a scan joined with it (lk.n >= 0) waits for them.
+var lockKeys = `lk AS MATERIALIZED (
+	SELECT count(*) AS n FROM (
+		SELECT DISTINCT ` + keyLockID("m.queue", "m.routing_key") + ` AS lock_id FROM mq_messages m
+		WHERE m.lock_token {tokens} AND m.routing_key IS NOT NULL
+		ORDER BY lock_id
+	) r, pg_advisory_xact_lock(r.lock_id)
+)`
+
+// heldSQL locks the batches of tokens $1 whose lock is live at $2 and describes them.
+var heldSQL = forTokens(`WITH `+lockKeys+`
+SELECT h.lock_token::text AS token, min(h.queue) AS queue, bool_or(h.routing_key IS NOT NULL) AS keyed, count(*) AS n
+FROM (
+	SELECT m.lock_token, m.queue, m.routing_key FROM lk, mq_messages m
+	WHERE m.lock_token {tokens} AND m.locked_until > $2 AND lk.n >= 0
+	ORDER BY m.id
+	FOR UPDATE OF m
+) h
+GROUP BY h.lock_token`, true)
+
+// The settlements applySQL applies, s: for one token, scalar arguments; for
+// several, arrays parallel to $1.
+const (
+	oneSettlement = `s AS MATERIALIZED (
+	SELECT $1::uuid AS token, $3::bigint AS acked, $4::bigint AS dead, $5::bigint AS tried, $6::text AS dlq,
+		$7::text AS reason, $8::bigint AS visible, $9::boolean AS hold
+)`
+	manySettlements = `s AS MATERIALIZED (
+	SELECT * FROM unnest($1::uuid[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::boolean[])
+		AS s(token, acked, dead, tried, dlq, reason, visible, hold)
+)`
+)
+
+// applySQL settles the batches of tokens $1 whose lock is live at $2 (see forTokens
+// and s for the arguments). Numbering each batch's messages from 1 in id
+// order: those up to $3 are acked (deleted); those up to $4 move to dead-letter queue
+// $6 (failure $7 recorded, see mq.Settlement); the rest are released, visible at $8,
+// those up to $5 as a failed attempt (failure $7 recorded), the others with their
+// fetch undone. With $9 the key stays held until $8 (its row keeps the dead token),
+// else it is released. Sessions record the activity, and the queues where something
+// became or will become eligible are notified: the batch's queue when messages were
+// released or its key was touched, and the dead-letter queue. One row per settled
+// batch.
+//
+// t turns the counts into the last id of each part, so that each write finds its
+// rows by token and id range: whatever the planner guesses about a batch's size
+// (its statistics see few locked rows), no plan compares every row of a batch with
+// every other.
+var applySQL = `WITH {settlements},
+` + lockKeys + `,
+t AS MATERIALIZED (
+	SELECT s.token, min(p.queue) AS queue, min(p.routing_key) AS routing_key, s.dlq, s.reason, s.visible, s.hold,
+		coalesce(max(p.id) FILTER (WHERE p.i <= s.acked), 0) AS acked_to,
+		coalesce(max(p.id) FILTER (WHERE p.i <= s.dead), 0) AS dead_to,
+		coalesce(max(p.id) FILTER (WHERE p.i <= s.tried), 0) AS tried_to
+	FROM s JOIN (
+		SELECT m.id, m.lock_token, m.queue, m.routing_key, row_number() OVER (PARTITION BY m.lock_token ORDER BY m.id) AS i
+		FROM lk, mq_messages m
+		WHERE m.lock_token {tokens} AND m.locked_until > $2 AND lk.n >= 0
+	) p ON p.lock_token = s.token
+	GROUP BY s.token, s.dlq, s.reason, s.visible, s.hold
+),
+ack AS (
+	DELETE FROM mq_messages m USING t
+	WHERE m.lock_token {tokens} AND m.lock_token = t.token AND m.locked_until > $2 AND m.id <= t.acked_to
+	RETURNING t.token, t.queue, t.routing_key, m.session, false AS released, NULL::text AS moved_to
+),
+-- The others are dead-lettered (up to dead_to) or released, and record the failure
+-- if tried (up to tried_to, which is at least dead_to).
+out AS (
+	UPDATE mq_messages m SET lock_token = NULL, locked_until = NULL,
+		queue = CASE WHEN m.id <= t.dead_to THEN t.dlq ELSE m.queue END,
+		origin_queue = CASE WHEN m.id <= t.dead_to THEN t.queue ELSE m.origin_queue END,
+		dead_lettered_at = CASE WHEN m.id <= t.dead_to THEN $2 ELSE m.dead_lettered_at END,
+		visible_at = CASE WHEN m.id <= t.dead_to THEN $2 ELSE t.visible END,
+		-- A dead letter drops its message key if the dead-letter queue holds it, or if an
+		-- older dead letter of this statement brings it there.
+		message_key = CASE WHEN m.id <= t.dead_to AND m.message_key IS NOT NULL AND (
+				EXISTS (SELECT 1 FROM mq_messages d WHERE d.queue = t.dlq AND d.message_key = m.message_key)
+				OR EXISTS (SELECT 1 FROM mq_messages o JOIN t ot ON ot.token = o.lock_token
+					WHERE o.lock_token {tokens} AND o.message_key = m.message_key AND o.id < m.id
+						AND o.id > ot.acked_to AND o.id <= ot.dead_to AND ot.dlq = t.dlq))
+			THEN NULL ELSE m.message_key END,
+		attempts = CASE WHEN m.id > t.tried_to AND m.attempts > 0 THEN m.attempts - 1 ELSE m.attempts END,
+		last_error = CASE WHEN m.id <= t.tried_to THEN t.reason ELSE m.last_error END,
+		first_failed_at = CASE WHEN m.id <= t.tried_to THEN coalesce(m.first_failed_at, $2) ELSE m.first_failed_at END,
+		last_failed_at = CASE WHEN m.id <= t.tried_to THEN $2 ELSE m.last_failed_at END
+	FROM t
+	WHERE m.lock_token {tokens} AND m.lock_token = t.token AND m.locked_until > $2 AND m.id > t.acked_to
+	RETURNING t.token, t.queue, t.routing_key, m.session, m.id > t.dead_to, CASE WHEN m.id <= t.dead_to THEN t.dlq END
+),
+done AS (SELECT * FROM ack UNION ALL SELECT * FROM out),
+kb AS MATERIALIZED (
+	SELECT DISTINCT d.token, d.queue, d.routing_key, s.hold, s.visible FROM done d JOIN s ON s.token = d.token
+	WHERE d.routing_key IS NOT NULL
+),
+-- The key's row goes if it is released and holds no attribute; else kupd holds it
+-- until the released messages are visible, or clears its lock. kupd runs only where
+-- kdel deleted nothing (the snapshot may predate an attribute set while this waited
+-- for the key's advisory lock), so the key is never left locked by mistake.
+kdel AS (
+	DELETE FROM mq_keys k USING kb
+	WHERE NOT kb.hold AND k.queue = kb.queue AND k.routing_key = kb.routing_key AND k.lock_token = kb.token AND k.attr IS NULL
+	RETURNING k.queue, k.routing_key
+),
+kupd AS (
+	UPDATE mq_keys k SET locked_until = CASE WHEN kb.hold THEN kb.visible END, lock_token = CASE WHEN kb.hold THEN k.lock_token END
+	FROM kb
+	WHERE k.queue = kb.queue AND k.routing_key = kb.routing_key AND k.lock_token = kb.token
+		AND NOT EXISTS (SELECT 1 FROM kdel WHERE kdel.queue = kb.queue AND kdel.routing_key = kb.routing_key)
+),
+-- Session rows after message and key rows, in session order (doc.go).
+sess AS (
+	UPDATE mq_sessions se SET last_activity_at = $2 WHERE (se.queue, se.session) IN (
+		SELECT x.queue, x.session FROM mq_sessions x
+		WHERE (x.queue, x.session) IN (SELECT queue, session FROM done WHERE session IS NOT NULL) AND x.locked_until > $2
+		ORDER BY x.queue, x.session
+		FOR UPDATE
+	)
+),
+nq AS (
+	SELECT pg_notify(` + channelExpr + `, w.queue) FROM (
+		SELECT queue FROM done WHERE released OR routing_key IS NOT NULL
+		UNION SELECT moved_to FROM done WHERE moved_to IS NOT NULL
+	) w
+)
+SELECT d.token::text AS token, min(d.queue) AS queue, bool_or(d.routing_key IS NOT NULL) AS keyed, count(*) AS n,
+	(SELECT count(*) FROM nq) AS notified
+FROM done d
+GROUP BY d.token`
+
+// applyOne and applyMany are applySQL for one token and for several.
+var applyOne, applyMany = forTokens(applySQL, false), forTokens(applySQL, true)
+
+// batchRow describes a batch heldSQL found or applySQL settled.
+type batchRow struct {
+	Token    string `db:"token"`
+	Queue    string `db:"queue"`
+	Keyed    bool   `db:"keyed"`
+	N        int    `db:"n"`
+	Notified int    `db:"notified"` // selected so that the notifications are sent
+}
+
+// wholeBatch stands for the size of a batch when the settlement does not depend on
+// it: Ack acks wholeBatch messages, that is all of them, and a settlement that acks
+// and dead-letters nothing releases any non-empty batch whole (see mq.Settlement's
+// Split and HoldsKey).
+const wholeBatch = math.MaxInt
+
+// sized is a settlement to apply with the size of its batch (or wholeBatch).
+type sized struct {
+	mq.Settlement
+	n int
+}
+
+// independent reports whether st can be applied without knowing its batch's size.
+func independent(st mq.Settlement) bool { return st.Acked == 0 && st.DeadLettered == 0 }
+
+// errMoveRace marks a unique violation of the message-key index by a message moved to
+// another queue: the statement found no message with its key there, but a concurrent
+// Enqueue of one committed first. A retry sees that message and drops the moved one's
+// key.
+var errMoveRace = errors.New("a message moved to another queue met a message key enqueued there concurrently")
+
+// apply runs applySQL for work at now and returns the settled batches by token.
+func (q *Queue) apply(ctx context.Context, ex sqlx.QueryerContext, now time.Time, work []sized) (map[string]batchRow, error) {
+	var (
+		tokens             = make([]string, len(work))
+		acked, dead, tried = make([]int64, len(work)), make([]int64, len(work)), make([]int64, len(work))
+		dlqs               = make([]*string, len(work))
+		reasons            = make([]string, len(work))
+		visible            = make([]int64, len(work))
+		hold               = make([]bool, len(work))
+	)
+	for i, w := range work {
+		a, d, t := w.Split(w.n)
+		tokens[i], acked[i], dead[i], tried[i] = w.Token, int64(a), int64(d), int64(t)
+		dlqs[i], reasons[i] = nullable(w.DeadLetterQueue), storedReason(w.Settlement)
+		visible[i], hold[i] = micros(now.Add(w.Delay)), w.HoldsKey(w.n)
 	}
-	if s.N == 0 {
-		return s, mq.LockLost(op, token)
+	query, args := applyMany, []any{tokens, micros(now), acked, dead, tried, dlqs, reasons, visible, hold}
+	if len(work) == 1 {
+		query, args = applyOne, []any{tokens[0], micros(now), acked[0], dead[0], tried[0], dlqs[0], reasons[0], visible[0], hold[0]}
 	}
-	return s, nil
+	var rows []batchRow
+	if err := sqlx.SelectContext(ctx, ex, &rows, query, args...); err != nil {
+		return nil, moveRace(err)
+	}
+	return byToken(rows), nil
+}
+
+// moveRace marks a unique violation of the message-key index as errMoveRace (a
+// statement that moves messages raises no other).
+func moveRace(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "mq_messages_key" {
+		return fmt.Errorf("%w: %w", errMoveRace, err)
+	}
+	return err
+}
+
+func byToken(rows []batchRow) map[string]batchRow {
+	m := make(map[string]batchRow, len(rows))
+	for _, r := range rows {
+		m[r.Token] = r
+	}
+	return m
+}
+
+// storedReason is the failure reason st records: clipped, with what PostgreSQL text
+// cannot hold (invalid UTF-8, NUL) replaced by U+FFFD, and clipped again since the
+// replacement may lengthen it.
+func storedReason(st mq.Settlement) string {
+	r := strings.ReplaceAll(strings.ToValidUTF8(st.ClippedReason(), "\uFFFD"), "\x00", "\uFFFD")
+	return mq.TruncateUTF8(r, mq.MaxReasonSize)
+}
+
+// woken lists the queues to wake in this process once the settlement of batch b
+// (size n) commits, as applySQL notifies them, and the queues of its follow-ups.
+func woken(st mq.Settlement, n int, b batchRow) []string {
+	var queues []string
+	if _, dead, _ := st.Split(n); b.Keyed || dead < n {
+		queues = append(queues, b.Queue)
+	}
+	if st.DeadLettered > 0 {
+		queues = append(queues, st.DeadLetterQueue)
+	}
+	return append(queues, queueNames(st.Then)...)
+}
+
+// settleWhole applies st, which does not depend on its batch's size (Ack, Abandon,
+// see independent): applySQL alone, inside a transaction only to enqueue follow-ups.
+// It reports whether the lock was held.
+func (q *Queue) settleWhole(ctx context.Context, op string, st mq.Settlement) (bool, error) {
+	if err := checkWhole(op, st); err != nil {
+		return false, err
+	}
+	var (
+		b    batchRow
+		held bool
+	)
+	run := func(ex sqlx.ExtContext) (err error) {
+		b, held, err = q.applyWhole(ctx, ex, st)
+		return err
+	}
+	var err error
+	if len(st.Then) == 0 {
+		err = q.exec(ctx, op, func() error { return run(q.db) })
+	} else {
+		err = q.inTx(ctx, op, func(tx *sqlx.Tx) error { return run(tx) })
+	}
+	if err != nil {
+		return false, q.duplicate(ctx, op, st.Then, err)
+	}
+	if held {
+		q.wakeLocal(woken(st, wholeBatch, b)...)
+	}
+	return held, nil
+}
+
+// settleWholeTx is settleWhole inside the caller's tx.
+func (q *Queue) settleWholeTx(ctx context.Context, tx *sqlx.Tx, op string, st mq.Settlement) (bool, error) {
+	if err := checkWhole(op, st); err != nil {
+		return false, err
+	}
+	_, held, err := q.applyWhole(ctx, tx, st)
+	if err != nil {
+		return false, q.duplicate(ctx, op, st.Then, wrap(op, err))
+	}
+	return held, nil
+}
+
+// checkWhole validates what settleWhole needs beyond mq.CheckSettlements (which Ack
+// and Abandon do not call): a token this package could have issued, storable
+// follow-ups.
+func checkWhole(op string, st mq.Settlement) error {
+	if err := checkToken(op, st.Token); err != nil {
+		return err
+	}
+	return checkMessages(op, st.Then)
+}
+
+// applyWhole applies st (see settleWhole) through ex and enqueues its follow-ups if
+// its lock was held.
+func (q *Queue) applyWhole(ctx context.Context, ex sqlx.ExtContext, st mq.Settlement) (batchRow, bool, error) {
+	settled, err := q.apply(ctx, ex, q.now(), []sized{{Settlement: st, n: wholeBatch}})
+	if err != nil {
+		return batchRow{}, false, err
+	}
+	b, held := settled[st.Token]
+	if !held || len(st.Then) == 0 {
+		return b, held, nil
+	}
+	return b, true, q.insert(ctx, ex, st.Then)
+}
+
+// lostLock turns "not held" into ErrLockLost for op.
+func lostLock(op, token string, held bool, err error) error {
+	if err == nil && !held {
+		return mq.LockLost(op, token)
+	}
+	return err
 }
 
 // Ack implements mq.MessageQueue. Without follow-up messages it is one statement.
@@ -118,27 +354,8 @@ func (q *Queue) Ack(ctx context.Context, token string, then ...mq.Message) error
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	if err := checkToken(op, token); err != nil {
-		return err
-	}
-	if err := checkMessages(op, then); err != nil {
-		return err
-	}
-	var s settled
-	var err error
-	if len(then) == 0 {
-		err = q.exec(ctx, op, func() (err error) { s, err = q.ack(ctx, q.db, token, nil); return err })
-	} else {
-		err = q.inTx(ctx, op, func(tx *sqlx.Tx) (err error) { s, err = q.ack(ctx, tx, token, then); return err })
-	}
-	if err != nil {
-		return q.duplicate(ctx, op, then, err)
-	}
-	if s.Keyed {
-		q.wakeLocal(s.Queue) // the key's messages that waited for its lock are eligible now
-	}
-	q.wakeLocal(queueNames(then)...)
-	return nil
+	held, err := q.settleWhole(ctx, op, mq.Settlement{Token: token, Acked: wholeBatch, Then: then})
+	return lostLock(op, token, held, err)
 }
 
 // AckTx is Ack inside tx. Waiters in every process are notified when tx commits.
@@ -147,65 +364,179 @@ func (q *Queue) AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	if err := checkToken(op, token); err != nil {
-		return err
-	}
-	if err := checkMessages(op, then); err != nil {
-		return err
-	}
-	if _, err := q.ack(ctx, tx, token, then); err != nil {
-		return q.duplicate(ctx, op, then, wrap(op, err))
-	}
-	return nil
-}
-
-func (q *Queue) ack(ctx context.Context, ex sqlx.ExtContext, token string, then []mq.Message) (settled, error) {
-	s, err := settle(ctx, ex, "ack", ackSQL, token, micros(q.now()))
-	if err != nil || len(then) == 0 {
-		return s, err
-	}
-	return s, q.insert(ctx, ex, then)
+	held, err := q.settleWholeTx(ctx, tx, op, mq.Settlement{Token: token, Acked: wholeBatch, Then: then})
+	return lostLock(op, token, held, err)
 }
 
 // Abandon implements mq.MessageQueue: one statement.
 func (q *Queue) Abandon(ctx context.Context, token string, opts mq.AbandonOptions) error {
 	const op = "abandon"
-	if err := q.checkAbandon(op, token, opts); err != nil {
+	if err := q.checkAbandon(op, opts); err != nil {
 		return err
 	}
-	var s settled
-	if err := q.exec(ctx, op, func() (err error) { s, err = q.abandon(ctx, q.db, token, opts); return err }); err != nil {
-		return err
-	}
-	q.wakeLocal(s.Queue)
-	return nil
+	held, err := q.settleWhole(ctx, op, mq.AbandonSettlement(token, opts))
+	return lostLock(op, token, held, err)
 }
 
 // AbandonTx is Abandon inside tx. Waiters in every process are notified when tx
 // commits.
 func (q *Queue) AbandonTx(ctx context.Context, tx *sqlx.Tx, token string, opts mq.AbandonOptions) error {
 	const op = "abandon"
-	if err := q.checkAbandon(op, token, opts); err != nil {
+	if err := q.checkAbandon(op, opts); err != nil {
 		return err
 	}
-	_, err := q.abandon(ctx, tx, token, opts)
-	return wrap(op, err)
+	held, err := q.settleWholeTx(ctx, tx, op, mq.AbandonSettlement(token, opts))
+	return lostLock(op, token, held, err)
 }
 
-func (q *Queue) checkAbandon(op, token string, opts mq.AbandonOptions) error {
+func (q *Queue) checkAbandon(op string, opts mq.AbandonOptions) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	if err := mq.CheckDuration(op, "Delay", opts.Delay); err != nil {
-		return err
-	}
-	return checkToken(op, token)
+	return mq.CheckDuration(op, "Delay", opts.Delay)
 }
 
-func (q *Queue) abandon(ctx context.Context, ex sqlx.QueryerContext, token string, opts mq.AbandonOptions) (settled, error) {
-	now := q.now()
-	return settle(ctx, ex, "abandon", abandonSQL, token, micros(now), micros(now.Add(opts.Delay)), opts.IgnoreAttempt)
+// Settle implements mq.MessageQueue: one transaction of two statements (plus one to
+// enqueue follow-ups), or a single statement for one settlement that acks and
+// dead-letters nothing and has no follow-ups.
+func (q *Queue) Settle(ctx context.Context, settlements ...mq.Settlement) error {
+	const op = "settle"
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	if err := mq.CheckSettlements(op, settlements); err != nil {
+		return err
+	}
+	if len(settlements) == 1 && independent(settlements[0]) {
+		st := settlements[0]
+		held, err := q.settleWhole(ctx, op, st)
+		if err == nil && !held || errors.Is(err, mq.ErrLockLost) { // an impossible token is lost too
+			return settleError(map[int]error{0: mq.LockLost(op, st.Token)})
+		}
+		return err
+	}
+	var (
+		lost map[int]error
+		wake []string
+		then []mq.Message
+	)
+	err := q.inTx(ctx, op, func(tx *sqlx.Tx) (err error) {
+		lost, wake, then, err = q.settle(ctx, tx, settlements)
+		return err
+	})
+	if err != nil {
+		return q.duplicate(ctx, op, then, err)
+	}
+	q.wakeLocal(wake...)
+	return settleError(lost)
 }
+
+// SettleTx is Settle inside tx. Waiters in every process are notified when tx
+// commits. A *mq.SettleError leaves tx usable: the settlements whose lock was held
+// are applied in it.
+func (q *Queue) SettleTx(ctx context.Context, tx *sqlx.Tx, settlements ...mq.Settlement) error {
+	const op = "settle"
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	if err := mq.CheckSettlements(op, settlements); err != nil {
+		return err
+	}
+	lost, _, then, err := q.settle(ctx, tx, settlements)
+	if err != nil {
+		return q.duplicate(ctx, op, then, wrap(op, err))
+	}
+	return settleError(lost)
+}
+
+// settleError is the error of a Settle whose settlements in lost lost their lock.
+func settleError(lost map[int]error) error {
+	if len(lost) == 0 {
+		return nil
+	}
+	return &mq.SettleError{Lost: lost}
+}
+
+// settle applies, in tx, every settlement of ss (already checked) whose lock is held,
+// or none if one of those is invalid for its batch. It returns the lost ones, the
+// queues to wake after the commit and the follow-ups it enqueued (or tried to).
+func (q *Queue) settle(ctx context.Context, tx sqlx.ExtContext, ss []mq.Settlement) (lost map[int]error, wake []string, then []mq.Message, err error) {
+	const op = "settle"
+	lost = map[int]error{}
+	var tokens []string
+	for i, st := range ss {
+		if err := checkToken(op, st.Token); err != nil {
+			lost[i] = err
+			continue
+		}
+		tokens = append(tokens, st.Token)
+	}
+	if len(tokens) == 0 {
+		return lost, nil, nil, nil
+	}
+	now := q.now()
+	var rows []batchRow
+	if err := sqlx.SelectContext(ctx, tx, &rows, heldSQL, tokens, micros(now)); err != nil {
+		return nil, nil, nil, err
+	}
+	held := byToken(rows)
+	var work []sized
+	for i, st := range ss {
+		if lost[i] != nil {
+			continue
+		}
+		b, ok := held[st.Token]
+		if !ok {
+			lost[i] = mq.LockLost(op, st.Token)
+			continue
+		}
+		if err := mq.CheckSettlementSize(op, i, st, b.Queue, b.N); err != nil {
+			return nil, nil, nil, err
+		}
+		work = append(work, sized{Settlement: st, n: b.N})
+	}
+	if len(work) == 0 {
+		return lost, nil, nil, nil
+	}
+	settled, err := q.apply(ctx, tx, now, work)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, w := range work { // heldSQL locked each batch for this transaction: all are settled
+		wake = append(wake, woken(w.Settlement, w.n, settled[w.Token])...)
+		then = append(then, w.Then...)
+	}
+	if len(then) > 0 {
+		if err := q.insert(ctx, tx, then); err != nil {
+			return nil, nil, then, err
+		}
+	}
+	return lost, wake, then, nil
+}
+
+// renewSQL extends the lock of token $1, live at $2, to $3, after
+// taking its key's advisory lock. A batch has one key and at most one session, so the
+// key and session rows are found with scalar subqueries: primary-key lookups whatever
+// the planner knows.
+var renewSQL = forTokens(`WITH `+lockKeys+`,
+done AS (
+	UPDATE mq_messages m SET locked_until = $3, visible_at = $3
+	FROM lk
+	WHERE m.lock_token {tokens} AND m.locked_until > $2 AND lk.n >= 0
+	RETURNING m.queue, m.routing_key, m.session
+),
+bk AS MATERIALIZED (SELECT queue, routing_key FROM done WHERE routing_key IS NOT NULL LIMIT 1),
+krenew AS (
+	UPDATE mq_keys k SET locked_until = $3
+	WHERE k.queue = (SELECT queue FROM bk) AND k.routing_key = (SELECT routing_key FROM bk) AND k.lock_token {tokens}
+),
+sess AS (
+	UPDATE mq_sessions s SET last_activity_at = $2
+	WHERE s.queue = (SELECT queue FROM done WHERE session IS NOT NULL LIMIT 1)
+		AND s.session = (SELECT session FROM done WHERE session IS NOT NULL LIMIT 1)
+		AND s.locked_until > $2
+)
+SELECT count(*) FROM done`, false)
 
 // Renew implements mq.MessageQueue: one statement.
 func (q *Queue) Renew(ctx context.Context, token string, extend time.Duration) (until time.Time, err error) {
@@ -240,8 +571,12 @@ func (q *Queue) checkRenew(op, token string, extend time.Duration) error {
 func (q *Queue) renew(ctx context.Context, ex sqlx.QueryerContext, token string, extend time.Duration) (time.Time, error) {
 	now := q.now()
 	until := micros(now.Add(extend))
-	if _, err := settle(ctx, ex, "renew", renewSQL, token, micros(now), until); err != nil {
+	var n int
+	if err := sqlx.GetContext(ctx, ex, &n, renewSQL, token, micros(now), until); err != nil {
 		return time.Time{}, err
+	}
+	if n == 0 {
+		return time.Time{}, mq.LockLost("renew", token)
 	}
 	return fromMicros(until), nil
 }

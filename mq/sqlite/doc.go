@@ -3,10 +3,15 @@
 // Open(path, Options) is the common case: it opens the file in WAL mode, applies the
 // embedded migrations and owns the database. New(db, Options) builds a queue over a
 // database the caller shares with other stores (for example eventstore/sqlite); the
-// *Tx methods (EnqueueTx, DequeueTx, AckTx, AbandonTx, RenewTx, RemoveTx, PurgeKeyTx,
-// SetKeyAttrTx) then run inside the caller's transaction, so queue writes commit
-// together with the caller's own. After committing such a transaction, call Notify for
-// the queues it touched to wake this process's long polls at once.
+// *Tx methods (EnqueueTx, DequeueTx, DequeueManyTx, AckTx, AckManyTx, AbandonTx,
+// SettleTx, RenewTx, RemoveTx, PurgeKeyTx, SetKeyAttrTx, RedriveTx, PurgeTx; PeekTx
+// reads) then run inside the caller's transaction, so queue writes commit together
+// with the caller's own. After committing such a transaction, call Notify for the
+// queues it touched to wake this process's long polls at once. A *Tx method that
+// fails leaves the transaction to be rolled back (SettleTx's *mq.SettleError aside).
+//
+// Queue also implements mq.Admin (Peek, Redrive, Purge). A damaged database file
+// fails with mq.ErrCorrupt.
 //
 // Settings and why:
 //   - WAL journal: readers never block the writer and a commit is one append to the log.
@@ -20,6 +25,7 @@
 //   - pool of 8 connections: long polls hold none while they wait.
 //
 // Every timestamp is computed in Go (Options.Now) and stored as Unix microseconds.
-// One DequeueBatch attempt is one short transaction; Enqueue of many messages is one
-// transaction.
+// One DequeueBatch or DequeueBatches attempt is one short transaction; Enqueue of
+// many messages is one transaction. DequeueBatches and Settle take a constant number
+// of statements whatever the number of batches.
 package sqlite

@@ -1,10 +1,10 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,11 +15,9 @@ import (
 
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/sqlitedb"
-	"github.com/duroq/duroq/internal/sqltext"
 	"github.com/duroq/duroq/internal/stmtcache"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )
@@ -71,15 +69,23 @@ var _ mq.MessageQueue = (*Queue)(nil)
 func Open(path string, o Options) (*Queue, error) {
 	db, err := sqlitedb.Open(path, o.DB)
 	if err != nil {
-		return nil, err
+		return nil, openError(err)
 	}
 	q := New(db, o)
 	q.owned = true
 	if err := q.Migrate(context.Background()); err != nil {
 		db.Close()
-		return nil, err
+		return nil, openError(err)
 	}
 	return q, nil
+}
+
+// openError marks err ErrCorrupt when the file is damaged or not a database.
+func openError(err error) error {
+	if corrupt(err) {
+		return mq.Corrupt("open", err)
+	}
+	return err
 }
 
 // New returns a queue over db, a database the caller owns (Close leaves it open) and
@@ -136,14 +142,36 @@ func (q *Queue) run(ctx context.Context, op string, fn func(tx *sqlx.Tx) ([]stri
 	return nil
 }
 
-// wrap names op in errors that do not already come from the mq package.
+// wrap names op in errors that do not already come from the mq package or a
+// wrap. A damaged database is ErrCorrupt: retrying cannot help.
 func wrap(op string, err error) error {
 	var inv *mq.InvalidError
 	var dup *mq.DuplicateKeyError
-	if errors.As(err, &inv) || errors.As(err, &dup) || errors.Is(err, mq.ErrLockLost) || errors.Is(err, mq.ErrClosed) {
+	var named *opError
+	if errors.As(err, &inv) || errors.As(err, &dup) || errors.As(err, &named) ||
+		errors.Is(err, mq.ErrLockLost) || errors.Is(err, mq.ErrClosed) || errors.Is(err, mq.ErrCorrupt) {
 		return err
 	}
-	return fmt.Errorf("mq/sqlite: %s: %w", op, err)
+	if corrupt(err) {
+		return mq.Corrupt(op, err)
+	}
+	return &opError{op, err}
+}
+
+// opError is a failure of operation op of this package.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string { return "mq/sqlite: " + e.op + ": " + e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+// corrupt reports whether err says the database file is damaged or is not a
+// database at all.
+func corrupt(err error) bool {
+	se, ok := errors.AsType[sqlite3.Error](err)
+	return ok && (se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB)
 }
 
 // Enqueue implements mq.MessageQueue: all messages in one transaction.
@@ -179,7 +207,7 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) 
 	return q.enqueue(ctx, tx, "enqueue", msgs)
 }
 
-// enqueue stores msgs for op (enqueue, or ack with follow-ups).
+// enqueue stores msgs for op.
 func (q *Queue) enqueue(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.Message) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
@@ -187,6 +215,12 @@ func (q *Queue) enqueue(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.M
 	if err := mq.CheckMessages(op, msgs); err != nil {
 		return err
 	}
+	return q.insert(ctx, tx, op, msgs)
+}
+
+// insert stores msgs, which are valid, for op (enqueue, or the follow-ups of a
+// settlement).
+func (q *Queue) insert(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.Message) error {
 	now := q.now()
 	for chunk := range slices.Chunk(msgs, insertChunk) {
 		var sb strings.Builder
@@ -232,451 +266,6 @@ func (q *Queue) duplicateKey(ctx context.Context, tx *sqlx.Tx, op string, msgs [
 		}
 	}
 	return fmt.Errorf("mq/sqlite: %s: %w (%v)", op, mq.ErrDuplicateKey, cause)
-}
-
-// DequeueBatch implements mq.MessageQueue. Each attempt is one short transaction;
-// while waiting it holds no connection.
-func (q *Queue) DequeueBatch(ctx context.Context, queue string, opts mq.DequeueOptions) (*mq.Batch, error) {
-	const op = "dequeue"
-	opts, err := mq.NormalizeDequeue(queue, opts)
-	if err != nil {
-		return nil, err
-	}
-	if q.closed.Load() {
-		return nil, mq.Closed(op)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("mq/sqlite: %s %q: %w", op, queue, err)
-	}
-	b, err := wake.Poll(ctx, &q.hub, queue, opts.Wait, q.now, func() (b *mq.Batch, ok bool, next time.Time, err error) {
-		err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
-			b, next, err = q.DequeueTx(ctx, tx, queue, opts)
-			return nil, err
-		})
-		return b, b != nil, next, err
-	})
-	if err != nil && errors.Is(err, ctx.Err()) {
-		return nil, fmt.Errorf("mq/sqlite: %s %q: %w", op, queue, err)
-	}
-	return b, err
-}
-
-// filters renders the eligibility conditions of opts on the message alias m, the key
-// alias k and the session alias s, with their arguments.
-func filters(opts mq.DequeueOptions, now int64) (string, []any) {
-	var conds []string
-	var args []any
-	if tags := tagCondition(opts.Tags, &args); tags != "" {
-		conds = append(conds, tags)
-	}
-	if opts.Session == nil {
-		conds = append(conds, "m.session IS NULL")
-	} else {
-		conds = append(conds, "(m.session IS NULL OR s.session IS NULL OR s.locked_until <= ? OR s.owner = ?)")
-		args = append(args, now, opts.Session.Owner)
-	}
-	if f := opts.KeyAttr; f != nil {
-		var ranges []string
-		for _, r := range f.Ranges {
-			ranges = append(ranges, "k.attr BETWEEN ? AND ?")
-			args = append(args, r.Min, r.Max)
-		}
-		if len(ranges) == 0 {
-			conds = append(conds, "m.routing_key IS NULL")
-		} else {
-			conds = append(conds, "(m.routing_key IS NULL OR k.attr IS NULL OR "+strings.Join(ranges, " OR ")+")")
-		}
-	}
-	return strings.Join(conds, " AND "), args
-}
-
-func tagCondition(f mq.TagFilter, args *[]any) string {
-	in := func() string {
-		if len(f.Tags) == 0 {
-			return "0"
-		}
-		for _, t := range f.Tags {
-			*args = append(*args, t)
-		}
-		return "m.tag IN (" + sqltext.Params(len(f.Tags)) + ")"
-	}
-	switch f.Mode {
-	case mq.TagDefaultOnly:
-		return "m.tag IS NULL"
-	case mq.TagOnly:
-		return in()
-	case mq.TagDefaultAnd:
-		return "(m.tag IS NULL OR " + in() + ")"
-	case mq.TagNone:
-		return "0"
-	default:
-		return ""
-	}
-}
-
-type lockedRow struct {
-	ID         int64          `db:"id"`
-	RoutingKey sql.NullString `db:"routing_key"`
-	Token      string         `db:"lock_token"`
-	Payload    []byte         `db:"payload"`
-	Attempts   int            `db:"attempts"`
-	EnqueuedAt int64          `db:"enqueued_at"`
-	Tag        sql.NullString `db:"tag"`
-	Session    sql.NullString `db:"session"`
-	Key        sql.NullString `db:"message_key"`
-}
-
-const lockReturning = ` RETURNING id, routing_key, lock_token, payload, attempts, enqueued_at, tag, session, message_key`
-
-// DequeueTx is one non-blocking DequeueBatch attempt inside tx (opts.Wait is
-// ignored). When nothing is eligible it returns a nil batch and the next time a
-// message of the queue becomes visible (zero if none is pending).
-func (q *Queue) DequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions) (*mq.Batch, time.Time, error) {
-	batches, next, err := q.dequeue(ctx, tx, queue, opts, 1)
-	if len(batches) == 0 {
-		return nil, next, err
-	}
-	return batches[0], time.Time{}, err
-}
-
-// DequeueManyTx locks up to max batches of queue inside tx, as max DequeueTx calls
-// would, in a constant number of statements: one candidate scan, one upsert of the
-// key locks, one update per kind of batch (keyed, un-keyed) and one upsert of the
-// session leases. Batches come in eligibility order, each with its own token.
-func (q *Queue) DequeueManyTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
-	batches, _, err := q.dequeue(ctx, tx, queue, opts, max)
-	return batches, err
-}
-
-func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, time.Time, error) {
-	const op = "dequeue"
-	opts, err := mq.NormalizeDequeue(queue, opts)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if max < 1 {
-		return nil, time.Time{}, &mq.InvalidError{Op: op, Field: "max", Reason: fmt.Sprintf("%d batches (want at least 1)", max)}
-	}
-	if q.closed.Load() {
-		return nil, time.Time{}, mq.Closed(op)
-	}
-	now := micros(q.now())
-	cond, condArgs := filters(opts, now)
-	if cond != "" {
-		cond = " AND " + cond
-	}
-	var candidates []struct {
-		ID         int64          `db:"id"`
-		RoutingKey sql.NullString `db:"routing_key"`
-		Session    sql.NullString `db:"session"`
-	}
-	err = q.stmts.Select(ctx, tx, &candidates, `SELECT m.id, m.routing_key, m.session FROM mq_messages m
-		LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
-		LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session
-		WHERE m.queue = ? AND m.visible_at <= ?
-		  AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= ?)`+cond+`
-		ORDER BY m.visible_at, m.id LIMIT ?`, append(append([]any{queue, now, now}, condArgs...), max)...)
-	if err != nil {
-		return nil, time.Time{}, wrap(op, err)
-	}
-	if len(candidates) == 0 {
-		var next sql.NullInt64
-		if err := q.stmts.Get(ctx, tx, &next, `SELECT MIN(visible_at) FROM mq_messages WHERE queue = ? AND visible_at > ?`, queue, now); err != nil {
-			return nil, time.Time{}, wrap(op, err)
-		}
-		if !next.Valid {
-			return nil, time.Time{}, nil
-		}
-		return nil, fromMicros(next.Int64), nil
-	}
-
-	// Choose the batches: a key's first candidate stands for all its messages. The
-	// scan reads max rows, so repeats of a key make this call return fewer batches,
-	// never more work per batch.
-	until := micros(q.now().Add(opts.LockTimeout))
-	var (
-		batches  []*mq.Batch
-		byToken  = map[string]*mq.Batch{}
-		keyArgs  []any // (key, token) pairs
-		idArgs   []any // (id, token) pairs
-		sessions []string
-		seen     = map[string]bool{}
-	)
-	for _, c := range candidates {
-		if len(batches) == max {
-			break
-		}
-		if c.RoutingKey.Valid {
-			if seen[c.RoutingKey.String] {
-				continue
-			}
-			seen[c.RoutingKey.String] = true
-		}
-		b := &mq.Batch{Queue: queue, RoutingKey: c.RoutingKey.String, Token: uuid.NewString(), LockedUntil: fromMicros(until)}
-		batches = append(batches, b)
-		byToken[b.Token] = b
-		if c.RoutingKey.Valid {
-			keyArgs = append(keyArgs, c.RoutingKey.String, b.Token)
-		} else {
-			idArgs = append(idArgs, c.ID, b.Token)
-		}
-		if c.Session.Valid && !slices.Contains(sessions, c.Session.String) {
-			sessions = append(sessions, c.Session.String)
-		}
-	}
-
-	var rows []lockedRow
-	if n := len(keyArgs) / 2; n > 0 {
-		if _, err := q.stmts.Exec(ctx, tx, `INSERT INTO mq_keys (queue, routing_key, lock_token, locked_until)
-			SELECT ?, column1, column2, ? FROM (VALUES `+sqltext.Rows(n, 2)+`) WHERE true
-			ON CONFLICT (queue, routing_key) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until`,
-			append([]any{queue, until}, keyArgs...)...); err != nil {
-			return nil, time.Time{}, wrap(op, err)
-		}
-		var tagArgs []any
-		tags := tagCondition(opts.Tags, &tagArgs)
-		if tags != "" {
-			tags = " AND " + tags
-		}
-		args := append(append(keyArgs, until, until, queue, now), tagArgs...)
-		if err := q.stmts.Select(ctx, tx, &rows, `WITH t(k, tok) AS (VALUES `+sqltext.Rows(n, 2)+`)
-			UPDATE mq_messages AS m INDEXED BY mq_messages_routing
-			SET lock_token = t.tok, locked_until = ?, visible_at = ?, attempts = attempts + 1 FROM t
-			WHERE m.queue = ? AND m.routing_key = t.k AND m.visible_at <= ?`+tags+lockReturning,
-			args...); err != nil {
-			return nil, time.Time{}, wrap(op, err)
-		}
-	}
-	if n := len(idArgs) / 2; n > 0 {
-		var more []lockedRow
-		if err := q.stmts.Select(ctx, tx, &more, `WITH t(tid, tok) AS (VALUES `+sqltext.Rows(n, 2)+`)
-			UPDATE mq_messages AS m SET lock_token = t.tok, locked_until = ?, visible_at = ?, attempts = attempts + 1 FROM t
-			WHERE m.id = t.tid`+lockReturning, append(idArgs, until, until)...); err != nil {
-			return nil, time.Time{}, wrap(op, err)
-		}
-		rows = append(rows, more...)
-	}
-	if n := len(sessions); n > 0 {
-		args := []any{queue, opts.Session.Owner, micros(q.now().Add(opts.Session.LeaseTimeout)), now}
-		for _, s := range sessions {
-			args = append(args, s)
-		}
-		if _, err := q.stmts.Exec(ctx, tx, `INSERT INTO mq_sessions (queue, session, owner, locked_until, last_activity_at)
-			SELECT ?, column1, ?, ?, ? FROM (VALUES `+sqltext.Rows(n, 1)+`) WHERE true
-			ON CONFLICT (queue, session) DO UPDATE SET owner = excluded.owner, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`,
-			args...); err != nil {
-			return nil, time.Time{}, wrap(op, err)
-		}
-	}
-	// RETURNING gives no order guarantee: each batch is in enqueue order.
-	slices.SortFunc(rows, func(a, b lockedRow) int { return cmp.Compare(a.ID, b.ID) })
-	for _, r := range rows {
-		b := byToken[r.Token]
-		if r.Payload == nil {
-			r.Payload = []byte{}
-		}
-		b.Messages = append(b.Messages, mq.Delivery{ID: r.ID, Payload: r.Payload, Attempt: r.Attempts,
-			EnqueuedAt: fromMicros(r.EnqueuedAt), Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String})
-	}
-	return batches, time.Time{}, nil
-}
-
-// batchRow identifies what a lock token held, as returned by the statements that
-// end or extend a lock.
-type batchRow struct {
-	Queue       string         `db:"queue"`
-	LockedUntil sql.NullInt64  `db:"locked_until"` // NULL after an abandon
-	RoutingKey  sql.NullString `db:"routing_key"`
-	Session     sql.NullString `db:"session"`
-}
-
-const batchReturning = ` RETURNING queue, routing_key, session, locked_until`
-
-// afterLock releases the routing-key lock of token (if the batch was keyed) and
-// records activity on the batch's live sessions.
-func (q *Queue) afterLock(ctx context.Context, tx *sqlx.Tx, token string, rows []batchRow, release bool, now int64) error {
-	return q.afterLocks(ctx, tx, []heldLock{{token, rows}}, release, now)
-}
-
-// heldLock is a lock token with the rows it held.
-type heldLock struct {
-	token string
-	rows  []batchRow
-}
-
-// afterLocks is afterLock for many tokens, in a constant number of statements.
-func (q *Queue) afterLocks(ctx context.Context, tx *sqlx.Tx, locks []heldLock, release bool, now int64) error {
-	var keys, sessions []any
-	seen := map[[2]string]bool{}
-	for _, l := range locks {
-		if r := l.rows[0]; release && r.RoutingKey.Valid {
-			keys = append(keys, r.Queue, r.RoutingKey.String, l.token)
-		}
-		for _, r := range l.rows {
-			if s := [2]string{r.Queue, r.Session.String}; r.Session.Valid && !seen[s] {
-				seen[s] = true
-				sessions = append(sessions, r.Queue, r.Session.String)
-			}
-		}
-	}
-	if n := len(keys) / 3; n > 0 {
-		// A key row without an attribute exists only for its lock: drop it. Keys with
-		// an attribute (most, e.g. pinned instances) take one statement.
-		var released []struct {
-			Queue      string        `db:"queue"`
-			RoutingKey string        `db:"routing_key"`
-			Attr       sql.NullInt64 `db:"attr"`
-		}
-		if err := q.stmts.Select(ctx, tx, &released, `WITH t(q, k, tok) AS (VALUES `+sqltext.Rows(n, 3)+`)
-			UPDATE mq_keys SET lock_token = NULL, locked_until = NULL FROM t
-			WHERE mq_keys.queue = t.q AND mq_keys.routing_key = t.k AND mq_keys.lock_token = t.tok
-			RETURNING queue, routing_key, attr`, keys...); err != nil {
-			return err
-		}
-		var drop []any
-		for _, r := range released {
-			if !r.Attr.Valid {
-				drop = append(drop, r.Queue, r.RoutingKey)
-			}
-		}
-		if n := len(drop) / 2; n > 0 {
-			if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE (queue, routing_key) IN (VALUES `+sqltext.Rows(n, 2)+`)
-				AND lock_token IS NULL AND attr IS NULL`, drop...); err != nil {
-				return err
-			}
-		}
-	}
-	if n := len(sessions) / 2; n > 0 {
-		if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_sessions SET last_activity_at = ?
-			WHERE locked_until > ? AND (queue, session) IN (VALUES `+sqltext.Rows(n, 2)+`)`,
-			append([]any{now, now}, sessions...)...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Ack implements mq.MessageQueue.
-func (q *Queue) Ack(ctx context.Context, token string, then ...mq.Message) error {
-	return q.run(ctx, "ack", func(tx *sqlx.Tx) ([]string, error) {
-		info, err := q.ack(ctx, tx, token, then)
-		// The key's messages that waited for its lock are eligible now.
-		return append(queueNames(then), info.Queue), err
-	})
-}
-
-// AckTx is Ack inside tx. Call Notify after commit for the queues of then.
-func (q *Queue) AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq.Message) error {
-	_, err := q.ack(ctx, tx, token, then)
-	return err
-}
-
-// AckManyTx acks many tokens in tx, in a constant number of statements, and says
-// what each held (in the order of tokens). If any lock is lost it fails with
-// ErrLockLost naming that token (roll the transaction back: others were acked).
-func (q *Queue) AckManyTx(ctx context.Context, tx *sqlx.Tx, tokens []string) ([]mq.LockInfo, error) {
-	infos, err := q.ackMany(ctx, tx, "ack", tokens)
-	if err != nil {
-		return nil, wrap("ack", err)
-	}
-	return infos, nil
-}
-
-// ack acks token in tx and returns what it held.
-func (q *Queue) ack(ctx context.Context, tx *sqlx.Tx, token string, then []mq.Message) (mq.LockInfo, error) {
-	const op = "ack"
-	if err := mq.CheckMessages(op, then); err != nil {
-		return mq.LockInfo{}, err
-	}
-	infos, err := q.ackMany(ctx, tx, op, []string{token})
-	if err != nil {
-		return mq.LockInfo{}, wrap(op, err)
-	}
-	return infos[0], q.enqueue(ctx, tx, op, then)
-}
-
-func (q *Queue) ackMany(ctx context.Context, tx *sqlx.Tx, op string, tokens []string) ([]mq.LockInfo, error) {
-	if q.closed.Load() {
-		return nil, mq.Closed(op)
-	}
-	args := make([]any, 0, len(tokens)+1)
-	for _, t := range tokens {
-		if err := mq.CheckToken(op, t); err != nil {
-			return nil, err
-		}
-		args = append(args, t)
-	}
-	now := micros(q.now())
-	var rows []struct {
-		Token string `db:"lock_token"`
-		batchRow
-	}
-	if err := q.stmts.Select(ctx, tx, &rows, `DELETE FROM mq_messages WHERE lock_token IN (`+sqltext.Params(len(tokens))+`) AND locked_until > ?`+
-		batchReturning+`, lock_token`, append(args, now)...); err != nil {
-		return nil, err
-	}
-	held := map[string][]batchRow{}
-	for _, r := range rows {
-		held[r.Token] = append(held[r.Token], r.batchRow)
-	}
-	locks := make([]heldLock, len(tokens))
-	infos := make([]mq.LockInfo, len(tokens))
-	for i, t := range tokens {
-		rs := held[t]
-		if len(rs) == 0 {
-			return nil, mq.LockLost(op, t)
-		}
-		locks[i] = heldLock{t, rs}
-		r := rs[0]
-		infos[i] = mq.LockInfo{Queue: r.Queue, RoutingKey: r.RoutingKey.String, LockedUntil: fromMicros(r.LockedUntil.Int64), Messages: len(rs)}
-	}
-	return infos, q.afterLocks(ctx, tx, locks, true, now)
-}
-
-// Abandon implements mq.MessageQueue.
-func (q *Queue) Abandon(ctx context.Context, token string, opts mq.AbandonOptions) error {
-	var queue []string
-	return q.run(ctx, "abandon", func(tx *sqlx.Tx) ([]string, error) {
-		name, err := q.abandon(ctx, tx, token, opts)
-		if name != "" {
-			queue = []string{name}
-		}
-		return queue, err
-	})
-}
-
-// AbandonTx is Abandon inside tx. Call Notify after commit.
-func (q *Queue) AbandonTx(ctx context.Context, tx *sqlx.Tx, token string, opts mq.AbandonOptions) error {
-	_, err := q.abandon(ctx, tx, token, opts)
-	return err
-}
-
-func (q *Queue) abandon(ctx context.Context, tx *sqlx.Tx, token string, opts mq.AbandonOptions) (string, error) {
-	const op = "abandon"
-	if q.closed.Load() {
-		return "", mq.Closed(op)
-	}
-	if err := mq.CheckDuration(op, "Delay", opts.Delay); err != nil {
-		return "", err
-	}
-	if err := mq.CheckToken(op, token); err != nil {
-		return "", err
-	}
-	now := q.now()
-	var rows []batchRow
-	if err := q.stmts.Select(ctx, tx, &rows, `UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = ?,
-		attempts = CASE WHEN ? AND attempts > 0 THEN attempts - 1 ELSE attempts END
-		WHERE lock_token = ? AND locked_until > ?`+batchReturning,
-		micros(now.Add(opts.Delay)), opts.IgnoreAttempt, token, micros(now)); err != nil {
-		return "", wrap(op, err)
-	}
-	if len(rows) == 0 {
-		return "", mq.LockLost(op, token)
-	}
-	if err := q.afterLock(ctx, tx, token, rows, true, micros(now)); err != nil {
-		return "", wrap(op, err)
-	}
-	return rows[0].Queue, nil
 }
 
 // Lock implements mq.MessageQueue.
@@ -736,9 +325,13 @@ func (q *Queue) RenewTx(ctx context.Context, tx *sqlx.Tx, token string, extend t
 	}
 	now := q.now()
 	until := micros(now.Add(extend))
-	var rows []batchRow
-	if err := q.stmts.Select(ctx, tx, &rows, `UPDATE mq_messages SET locked_until = ?, visible_at = ? WHERE lock_token = ? AND locked_until > ?`+batchReturning,
-		until, until, token, micros(now)); err != nil {
+	var rows []struct {
+		Queue      string         `db:"queue"`
+		RoutingKey sql.NullString `db:"routing_key"`
+		Session    sql.NullString `db:"session"`
+	}
+	if err := q.stmts.Select(ctx, tx, &rows, `UPDATE mq_messages SET locked_until = ?, visible_at = ? WHERE lock_token = ? AND locked_until > ?
+		RETURNING queue, routing_key, session`, until, until, token, micros(now)); err != nil {
 		return time.Time{}, wrap(op, err)
 	}
 	if len(rows) == 0 {
@@ -750,7 +343,15 @@ func (q *Queue) RenewTx(ctx context.Context, tx *sqlx.Tx, token string, extend t
 			return time.Time{}, wrap(op, err)
 		}
 	}
-	if err := q.afterLock(ctx, tx, token, rows, false, micros(now)); err != nil {
+	var sessions []any // (queue, session) pairs; a batch has one queue
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.Session.Valid && !seen[r.Session.String] {
+			seen[r.Session.String] = true
+			sessions = append(sessions, r.Queue, r.Session.String)
+		}
+	}
+	if err := q.touchSessions(ctx, tx, sessions, micros(now)); err != nil {
 		return time.Time{}, wrap(op, err)
 	}
 	return fromMicros(until), nil
@@ -774,29 +375,22 @@ func (q *Queue) RemoveTx(ctx context.Context, tx *sqlx.Tx, queue string, keys ..
 	if err := mq.CheckQueue(op, queue); err != nil {
 		return 0, err
 	}
-	now := micros(q.now())
-	n := 0
+	var deleted []lockState
 	for _, key := range keys {
-		var row struct {
-			ID          int64          `db:"id"`
-			Token       sql.NullString `db:"lock_token"`
-			LockedUntil sql.NullInt64  `db:"locked_until"`
-		}
-		err := q.stmts.Get(ctx, tx, &row, `DELETE FROM mq_messages WHERE queue = ? AND message_key = ? RETURNING id, lock_token, locked_until`, queue, key)
+		var row lockState
+		err := q.stmts.Get(ctx, tx, &row, `DELETE FROM mq_messages WHERE queue = ? AND message_key = ? RETURNING lock_token, locked_until`, queue, key)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return 0, wrap(op, err)
 		}
-		n++
-		if row.Token.Valid && row.LockedUntil.Int64 > now {
-			if err := q.releaseLost(ctx, tx, row.Token.String, now); err != nil {
-				return 0, wrap(op, err)
-			}
-		}
+		deleted = append(deleted, row)
 	}
-	return n, nil
+	if err := q.releaseLost(ctx, tx, deleted); err != nil {
+		return 0, wrap(op, err)
+	}
+	return len(deleted), nil
 }
 
 // RemovePrefix implements mq.MessageQueue.
@@ -823,22 +417,14 @@ func (q *Queue) RemovePrefixTx(ctx context.Context, tx *sqlx.Tx, queue, prefix s
 	if end, ok := prefixEnd(prefix); ok {
 		query, args = query+` AND message_key < ?`, append(args, end)
 	}
-	var rows []struct {
-		Token       sql.NullString `db:"lock_token"`
-		LockedUntil sql.NullInt64  `db:"locked_until"`
-	}
-	if err := q.stmts.Select(ctx, tx, &rows, query+` RETURNING lock_token, locked_until`, args...); err != nil {
+	var deleted []lockState
+	if err := q.stmts.Select(ctx, tx, &deleted, query+` RETURNING lock_token, locked_until`, args...); err != nil {
 		return 0, wrap(op, err)
 	}
-	now := micros(q.now())
-	for _, r := range rows {
-		if r.Token.Valid && r.LockedUntil.Int64 > now {
-			if err := q.releaseLost(ctx, tx, r.Token.String, now); err != nil {
-				return 0, wrap(op, err)
-			}
-		}
+	if err := q.releaseLost(ctx, tx, deleted); err != nil {
+		return 0, wrap(op, err)
 	}
-	return len(rows), nil
+	return len(deleted), nil
 }
 
 // prefixEnd is the smallest string greater than every string starting with p.
@@ -860,17 +446,48 @@ func nonEmpty(op, field, v string) error {
 	return nil
 }
 
-// releaseLost frees what remains of a live batch that lost a message: its other
-// messages become eligible now and its key lock ends.
-func (q *Queue) releaseLost(ctx context.Context, tx *sqlx.Tx, token string, now int64) error {
-	if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = ? WHERE lock_token = ?`, now, token); err != nil {
+// lockState is the lock of a deleted message.
+type lockState struct {
+	Token       sql.NullString `db:"lock_token"`
+	LockedUntil sql.NullInt64  `db:"locked_until"`
+}
+
+// releaseLost frees what remains of the live batches that lost a message (deleted
+// are the lock states of the deleted messages): their other messages become
+// eligible now and their key locks end. The tokens travel as one JSON array, so the
+// statements are the same whatever their number.
+func (q *Queue) releaseLost(ctx context.Context, tx *sqlx.Tx, deleted []lockState) error {
+	now := micros(q.now())
+	var tokens []string
+	seen := map[string]bool{}
+	for _, d := range deleted {
+		if t := d.Token.String; d.Token.Valid && d.LockedUntil.Int64 > now && !seen[t] {
+			seen[t] = true
+			tokens = append(tokens, t)
+		}
+	}
+	if len(tokens) == 0 {
+		return nil
+	}
+	list, err := jsonArray(tokens)
+	if err != nil {
 		return err
 	}
-	if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE lock_token = ? AND attr IS NULL`, token); err != nil {
+	const in = ` lock_token IN (SELECT value FROM json_each(?))`
+	if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = ? WHERE`+in, now, list); err != nil {
 		return err
 	}
-	_, err := q.stmts.Exec(ctx, tx, `UPDATE mq_keys SET lock_token = NULL, locked_until = NULL WHERE lock_token = ?`, token)
+	if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE attr IS NULL AND`+in, list); err != nil {
+		return err
+	}
+	_, err = q.stmts.Exec(ctx, tx, `UPDATE mq_keys SET lock_token = NULL, locked_until = NULL WHERE`+in, list)
 	return err
+}
+
+// jsonArray encodes v as JSON text for json_each (a BLOB would be read as JSONB).
+func jsonArray[T any](v []T) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
 }
 
 // PurgeKey implements mq.MessageQueue.

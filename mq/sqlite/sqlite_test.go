@@ -1,9 +1,12 @@
 package sqlite_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +20,7 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-func openQueue(t *testing.T, path string) *sqlite.Queue {
+func openQueue(t testing.TB, path string) *sqlite.Queue {
 	t.Helper()
 	q, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
@@ -143,4 +146,76 @@ func BenchmarkQueue(b *testing.B) {
 		}
 		return q
 	})
+}
+
+// TestNotADatabaseIsErrCorrupt: opening a file that is not a SQLite database fails
+// with the permanent ErrCorrupt.
+func TestNotADatabaseIsErrCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "garbage.db")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("not a database "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q, err := sqlite.Open(path, sqlite.Options{})
+	if err == nil {
+		q.Close()
+		t.Fatal("Open of a garbage file succeeded")
+	}
+	if !errors.Is(err, mq.ErrCorrupt) {
+		t.Fatalf("Open of a garbage file: %v, want an error matching mq.ErrCorrupt", err)
+	}
+}
+
+// TestCorruptPageIsErrCorrupt: a damaged page of the messages table makes the
+// operations that read it fail with ErrCorrupt (permanent), naming the operation.
+func TestCorruptPageIsErrCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "queue.db")
+	q := openQueue(t, path)
+	ctx := t.Context()
+	var msgs []mq.Message
+	for range 200 {
+		msgs = append(msgs, mq.Message{Queue: "q", Payload: bytes.Repeat([]byte("x"), 100)})
+	}
+	if err := q.Enqueue(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	var pageSize, root int64
+	if err := q.DB().Get(&pageSize, `PRAGMA page_size`); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.DB().Get(&root, `SELECT rootpage FROM sqlite_schema WHERE name = 'mq_messages'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.DB().Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil { // every page in the file
+		t.Fatal(err)
+	}
+	q.Close()
+
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, int(pageSize)), (root-1)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	q = openQueue(t, path)
+	defer q.Close()
+	for _, c := range []struct {
+		op string
+		fn func() error
+	}{
+		{"dequeue", func() error { _, err := q.DequeueBatch(ctx, "q", mq.DequeueOptions{}); return err }},
+		{"peek", func() error { _, err := q.Peek(ctx, "q", mq.PeekOptions{}); return err }},
+		{"enqueue", func() error { return q.Enqueue(ctx, mq.Message{Queue: "q"}) }},
+	} {
+		err := c.fn()
+		if !errors.Is(err, mq.ErrCorrupt) {
+			t.Errorf("%s on a corrupt page: %v, want an error matching mq.ErrCorrupt", c.op, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.op) {
+			t.Errorf("%s: the error %q does not name the operation", c.op, err)
+		}
+	}
 }

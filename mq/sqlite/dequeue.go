@@ -1,0 +1,481 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/duroq/duroq/internal/sqltext"
+	"github.com/duroq/duroq/internal/wake"
+	"github.com/duroq/duroq/mq"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+)
+
+// DequeueBatch implements mq.MessageQueue. Each attempt is one short transaction;
+// while waiting it holds no connection.
+func (q *Queue) DequeueBatch(ctx context.Context, queue string, opts mq.DequeueOptions) (*mq.Batch, error) {
+	batches, err := q.poll(ctx, queue, opts, 1)
+	if len(batches) == 0 {
+		return nil, err
+	}
+	return batches[0], err
+}
+
+// DequeueBatches implements mq.MessageQueue: each attempt is one transaction of a
+// constant number of statements (see DequeueManyTx).
+func (q *Queue) DequeueBatches(ctx context.Context, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
+	if err := mq.CheckDequeueMax("dequeue", max); err != nil {
+		return nil, err
+	}
+	batches, err := q.poll(ctx, queue, opts, max)
+	if err == nil && batches == nil {
+		batches = []*mq.Batch{}
+	}
+	return batches, err
+}
+
+// poll takes up to max batches of queue, waiting up to opts.Wait for one.
+func (q *Queue) poll(ctx context.Context, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
+	const op = "dequeue"
+	opts, err := mq.NormalizeDequeue(queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	if q.closed.Load() {
+		return nil, mq.Closed(op)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("mq/sqlite: %s %q: %w", op, mq.Clip(queue), err)
+	}
+	batches, err := wake.Poll(ctx, &q.hub, queue, opts.Wait, q.now, func() (bs []*mq.Batch, ok bool, next time.Time, err error) {
+		err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+			bs, next, err = q.dequeue(ctx, tx, queue, opts, max)
+			return nil, err
+		})
+		return bs, len(bs) > 0, next, err
+	})
+	if err != nil && errors.Is(err, ctx.Err()) {
+		return nil, fmt.Errorf("mq/sqlite: %s %q: %w", op, mq.Clip(queue), err)
+	}
+	return batches, err
+}
+
+// filters renders the eligibility conditions of opts on the message alias m, the key
+// alias k and the session alias s, with their arguments.
+func filters(opts mq.DequeueOptions, now int64) (string, []any) {
+	var conds []string
+	var args []any
+	if tags := tagCondition(opts.Tags, &args); tags != "" {
+		conds = append(conds, tags)
+	}
+	if opts.Session == nil {
+		conds = append(conds, "m.session IS NULL")
+	} else {
+		conds = append(conds, "(m.session IS NULL OR s.session IS NULL OR s.locked_until <= ? OR s.owner = ?)")
+		args = append(args, now, opts.Session.Owner)
+	}
+	if f := opts.KeyAttr; f != nil {
+		var ranges []string
+		for _, r := range f.Ranges {
+			ranges = append(ranges, "k.attr BETWEEN ? AND ?")
+			args = append(args, r.Min, r.Max)
+		}
+		if len(ranges) == 0 {
+			conds = append(conds, "m.routing_key IS NULL")
+		} else {
+			conds = append(conds, "(m.routing_key IS NULL OR k.attr IS NULL OR "+strings.Join(ranges, " OR ")+")")
+		}
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+func tagCondition(f mq.TagFilter, args *[]any) string {
+	in := func() string {
+		if len(f.Tags) == 0 {
+			return "0"
+		}
+		for _, t := range f.Tags {
+			*args = append(*args, t)
+		}
+		return "m.tag IN (" + sqltext.Params(len(f.Tags)) + ")"
+	}
+	switch f.Mode {
+	case mq.TagDefaultOnly:
+		return "m.tag IS NULL"
+	case mq.TagOnly:
+		return in()
+	case mq.TagDefaultAnd:
+		return "(m.tag IS NULL OR " + in() + ")"
+	case mq.TagNone:
+		return "0"
+	default:
+		return ""
+	}
+}
+
+// DequeueTx is one non-blocking DequeueBatch attempt inside tx (opts.Wait is
+// ignored). When nothing is eligible it returns a nil batch and the next time a
+// message of the queue becomes visible (zero if none is pending).
+func (q *Queue) DequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions) (*mq.Batch, time.Time, error) {
+	batches, next, err := q.dequeue(ctx, tx, queue, opts, 1)
+	if len(batches) == 0 {
+		return nil, next, err
+	}
+	return batches[0], time.Time{}, err
+}
+
+// DequeueManyTx locks up to max batches of queue inside tx, as max DequeueTx calls
+// would, in a constant number of statements: the candidate scan, a check that the
+// scan saw every visible message of its keys, the upsert of the key locks, one
+// update locking the batches the scan saw whole, one locking the other keys' and
+// the upsert of the session leases. Batches come in eligibility order, each with its
+// own token.
+func (q *Queue) DequeueManyTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
+	batches, _, err := q.dequeue(ctx, tx, queue, opts, max)
+	return batches, err
+}
+
+func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, time.Time, error) {
+	const op = "dequeue"
+	opts, err := mq.NormalizeDequeue(queue, opts)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if err := mq.CheckDequeueMax(op, max); err != nil {
+		return nil, time.Time{}, err
+	}
+	if q.closed.Load() {
+		return nil, time.Time{}, mq.Closed(op)
+	}
+	now := micros(q.now())
+	candidates, err := q.candidates(ctx, tx, queue, opts, max, now)
+	if err != nil {
+		return nil, time.Time{}, wrap(op, err)
+	}
+	if len(candidates) == 0 {
+		var next sql.NullInt64
+		if err := q.stmts.Get(ctx, tx, &next, `SELECT MIN(visible_at) FROM mq_messages WHERE queue = ? AND visible_at > ?`, queue, now); err != nil {
+			return nil, time.Time{}, wrap(op, err)
+		}
+		if !next.Valid {
+			return nil, time.Time{}, nil
+		}
+		return nil, fromMicros(next.Int64), nil
+	}
+	batches, err := q.lockBatches(ctx, tx, queue, opts, candidates, now)
+	if err != nil {
+		return nil, time.Time{}, wrap(op, err)
+	}
+	return batches, time.Time{}, nil
+}
+
+// lockedRow is a message a dequeue locks, as the candidate scan reads it or a
+// locking statement returns it.
+type lockedRow struct {
+	id         int64
+	token      string // rows returned by a locking statement
+	payload    []byte // nil when the scan left it out (size > scanPayload)
+	size       int    // of the payload
+	attempts   int    // before the fetch, as read; after it, as returned
+	enqueuedAt int64
+	tag, key   sql.NullString
+	session    sql.NullString
+}
+
+func (r *lockedRow) delivery() mq.Delivery {
+	if r.payload == nil {
+		r.payload = []byte{}
+	}
+	return mq.Delivery{ID: r.id, Payload: r.payload, Attempt: r.attempts, EnqueuedAt: fromMicros(r.enqueuedAt),
+		Tag: r.tag.String, Session: r.session.String, Key: r.key.String}
+}
+
+// candidate is the first message the scan found of a batch.
+type candidate struct {
+	lockedRow
+	routingKey sql.NullString
+	// whole (keyed) says that rows, the key's messages the scan read, may be all its
+	// visible messages: the batch is then locked from them.
+	whole bool
+	rows  []lockedRow
+}
+
+// The candidate scan reads the messages themselves, so that locking the batches it
+// saw whole needs to return nothing; it leaves out payloads larger than
+// scanPayload, as it may read past many messages of its keys, and reads at most
+// scanRows rows (or max) looking for the batches' keys.
+const (
+	scanPayload = 1 << 10
+	scanRows    = 4096
+)
+
+// candidatesSQL scans the eligible messages of a queue in eligibility order; cond
+// adds the conditions of the options (see filters), which need the session leases
+// if sessions is set.
+func candidatesSQL(cond string, sessions bool) string {
+	join := ""
+	if sessions {
+		join = `LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session`
+	}
+	return `SELECT m.id, m.routing_key, m.session, m.attempts, m.enqueued_at, m.tag, m.message_key,
+			length(m.payload), CASE WHEN length(m.payload) <= ` + strconv.Itoa(scanPayload) + ` THEN m.payload END
+		FROM mq_messages m
+		LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
+		` + join + `
+		WHERE m.queue = ? AND m.visible_at <= ?
+		  AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= ?)` + cond + `
+		ORDER BY m.visible_at, m.id LIMIT ?`
+}
+
+// candidates streams the scan in eligibility order and stops at want batches: a
+// key's first message stands for the key's batch, its repeats join the key's rows.
+// Then one statement checks which keys have no other visible message.
+func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, want int, now int64) ([]candidate, error) {
+	cond, condArgs := filters(opts, now)
+	if cond != "" {
+		cond = " AND " + cond
+	}
+	limit := want
+	if want < scanRows {
+		limit = scanRows
+		if opts.MaxMessages <= scanRows/want {
+			limit = want * opts.MaxMessages // as many as the batches could take
+		}
+	}
+	scan, err := q.stmts.Query(ctx, tx, candidatesSQL(cond, opts.Session != nil), append(append([]any{queue, now, now}, condArgs...), limit)...)
+	if err != nil {
+		return nil, err
+	}
+	var candidates []candidate
+	seen := map[string]int{} // key → index in candidates
+	for len(candidates) < want && scan.Next() {
+		var r lockedRow
+		var routingKey sql.NullString
+		if err := scan.Scan(&r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.size, &r.payload); err != nil {
+			scan.Close()
+			return nil, err
+		}
+		if !routingKey.Valid {
+			candidates = append(candidates, candidate{lockedRow: r})
+			continue
+		}
+		i, ok := seen[routingKey.String]
+		if !ok {
+			seen[routingKey.String] = len(candidates)
+			candidates = append(candidates, candidate{lockedRow: r, routingKey: routingKey, whole: r.size <= scanPayload, rows: []lockedRow{r}})
+			continue
+		}
+		// A message without its payload leaves the key's batch to lockKeysSQL.
+		c := &candidates[i]
+		if c.whole = c.whole && r.size <= scanPayload; c.whole {
+			c.rows = append(c.rows, r)
+		} else {
+			c.rows = nil
+		}
+	}
+	if err := errors.Join(scan.Err(), scan.Close()); err != nil {
+		return nil, err
+	}
+
+	var counts []any // (key, rows) pairs
+	most := 0
+	for _, c := range candidates {
+		if c.whole {
+			counts = append(counts, c.routingKey.String, len(c.rows))
+			most = max(most, len(c.rows))
+		}
+	}
+	if len(counts) == 0 {
+		return candidates, nil
+	}
+	rows, err := q.stmts.Query(ctx, tx, moreVisibleSQL(len(counts)/2), append(counts, queue, now, most+1)...)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		candidates[seen[k]].whole = false
+	}
+	return candidates, errors.Join(rows.Err(), rows.Close())
+}
+
+// moreVisibleSQL finds which of n (key, count) pairs name a key with more visible
+// messages than count; it counts up to a given number (more than every count).
+func moreVisibleSQL(n int) string {
+	return `WITH t(k, n) AS (VALUES ` + sqltext.Rows(n, 2) + `)
+		SELECT t.k FROM t WHERE (SELECT count(*) FROM (SELECT 1 FROM mq_messages AS m INDEXED BY mq_messages_routing
+			WHERE m.queue = ? AND m.routing_key = t.k AND m.visible_at <= ? LIMIT ?)) > t.n`
+}
+
+// lockBatches locks a batch for each candidate, in a constant number of statements.
+func (q *Queue) lockBatches(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, candidates []candidate, now int64) ([]*mq.Batch, error) {
+	until := micros(q.now().Add(opts.LockTimeout))
+	var (
+		batches  = make([]*mq.Batch, 0, len(candidates))
+		byToken  = map[string]*mq.Batch{}
+		keyArgs  []any // (key, token) pairs of every keyed batch
+		lockKeys []any // (key, token) pairs of the batches lockKeysSQL takes
+		lockIDs  []any // (id, token) pairs of the messages of the other batches
+		partial  bool  // a message in lockIDs misses its payload
+		sessions []string
+	)
+	for _, c := range candidates {
+		b := &mq.Batch{Queue: queue, RoutingKey: c.routingKey.String, Token: uuid.NewString(), LockedUntil: fromMicros(until)}
+		batches = append(batches, b)
+		byToken[b.Token] = b
+		if c.session.Valid && !slices.Contains(sessions, c.session.String) {
+			sessions = append(sessions, c.session.String)
+		}
+		rows := []lockedRow{c.lockedRow}
+		if c.routingKey.Valid {
+			keyArgs = append(keyArgs, c.routingKey.String, b.Token)
+			if !c.whole {
+				lockKeys = append(lockKeys, c.routingKey.String, b.Token)
+				continue
+			}
+			rows = bounded(c.rows, opts)
+		}
+		for _, r := range rows {
+			lockIDs = append(lockIDs, r.id, b.Token)
+			partial = partial || r.payload == nil && r.size > 0
+			r.attempts++ // this fetch
+			b.Messages = append(b.Messages, r.delivery())
+		}
+	}
+
+	if n := len(keyArgs) / 2; n > 0 {
+		if _, err := q.stmts.Exec(ctx, tx, `INSERT INTO mq_keys (queue, routing_key, lock_token, locked_until)
+			SELECT ?, column1, column2, ? FROM (VALUES `+sqltext.Rows(n, 2)+`) WHERE true
+			ON CONFLICT (queue, routing_key) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until`,
+			append([]any{queue, until}, keyArgs...)...); err != nil {
+			return nil, err
+		}
+	}
+	var locked []lockedRow // returned by the locking statements
+	if n := len(lockKeys) / 2; n > 0 {
+		var tagArgs []any
+		tags := tagCondition(opts.Tags, &tagArgs)
+		if tags != "" {
+			tags = " AND " + tags
+		}
+		args := append(append(append(lockKeys, queue, now), tagArgs...), until, until, opts.MaxMessages, opts.MaxBytes)
+		rows, err := scanLocked(q.stmts.Query(ctx, tx, lockKeysSQL(n, tags), args...))
+		if err != nil {
+			return nil, err
+		}
+		locked = append(locked, rows...)
+	}
+	for pairs := range slices.Chunk(lockIDs, 2*lockIDsChunk) {
+		args := append(pairs, until, until)
+		if !partial {
+			if _, err := q.stmts.Exec(ctx, tx, lockIDsSQL(len(pairs)/2, false), args...); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// A payload the scan left out comes back with the lock: the batches'
+		// deliveries are replaced by the returned ones.
+		rows, err := scanLocked(q.stmts.Query(ctx, tx, lockIDsSQL(len(pairs)/2, true), args...))
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			byToken[r.token].Messages = nil
+		}
+		locked = append(locked, rows...)
+	}
+	// RETURNING gives no order guarantee: each batch is in enqueue order.
+	slices.SortFunc(locked, func(a, b lockedRow) int { return cmp.Compare(a.id, b.id) })
+	for i := range locked {
+		b := byToken[locked[i].token]
+		b.Messages = append(b.Messages, locked[i].delivery())
+	}
+	if n := len(sessions); n > 0 {
+		args := []any{queue, opts.Session.Owner, micros(q.now().Add(opts.Session.LeaseTimeout)), now}
+		for _, s := range sessions {
+			args = append(args, s)
+		}
+		if _, err := q.stmts.Exec(ctx, tx, `INSERT INTO mq_sessions (queue, session, owner, locked_until, last_activity_at)
+			SELECT ?, column1, ?, ?, ? FROM (VALUES `+sqltext.Rows(n, 1)+`) WHERE true
+			ON CONFLICT (queue, session) DO UPDATE SET owner = excluded.owner, locked_until = excluded.locked_until, last_activity_at = excluded.last_activity_at`,
+			args...); err != nil {
+			return nil, err
+		}
+	}
+	return batches, nil
+}
+
+// bounded returns the batch of a key whose visible messages are rows: the oldest
+// in id order while they fit opts.MaxMessages and opts.MaxBytes (the first always
+// joins).
+func bounded(rows []lockedRow, opts mq.DequeueOptions) []lockedRow {
+	slices.SortFunc(rows, func(a, b lockedRow) int { return cmp.Compare(a.id, b.id) })
+	size := 0
+	for i, r := range rows {
+		size += r.size
+		if i > 0 && (i >= opts.MaxMessages || size > opts.MaxBytes) {
+			return rows[:i]
+		}
+	}
+	return rows
+}
+
+// lockKeysSQL locks the batches of n (key, token) pairs: each key's oldest eligible
+// messages in id order while they fit the count and byte bounds (the first always
+// joins). tags adds the tag condition. The CROSS JOIN makes the keys the outer loop,
+// so each key costs one search of the routing index. A keyed message has no
+// session.
+func lockKeysSQL(n int, tags string) string {
+	return `WITH t(k, tok) AS (VALUES ` + sqltext.Rows(n, 2) + `),
+		c AS (SELECT m.id, t.tok, row_number() OVER w AS n, sum(length(m.payload)) OVER w AS size
+			FROM t CROSS JOIN mq_messages AS m INDEXED BY mq_messages_routing ON m.queue = ? AND m.routing_key = t.k
+			WHERE m.visible_at <= ?` + tags + `
+			WINDOW w AS (PARTITION BY m.routing_key ORDER BY m.id))
+		UPDATE mq_messages AS m SET lock_token = c.tok, locked_until = ?, visible_at = ?, attempts = attempts + 1 FROM c
+		WHERE m.id = c.id AND (c.n = 1 OR (c.n <= ? AND c.size <= ?))` + lockReturning
+}
+
+// lockIDsSQL locks the messages of n (id, token) pairs; returning, it returns them.
+func lockIDsSQL(n int, returning bool) string {
+	query := `WITH t(tid, tok) AS (VALUES ` + sqltext.Rows(n, 2) + `)
+		UPDATE mq_messages AS m SET lock_token = t.tok, locked_until = ?, visible_at = ?, attempts = attempts + 1 FROM t
+		WHERE m.id = t.tid`
+	if returning {
+		query += lockReturning
+	}
+	return query
+}
+
+// lockIDsChunk bounds the pairs of one lockIDsSQL well below SQLite's parameter
+// limit.
+const lockIDsChunk = 8192
+
+const lockReturning = ` RETURNING id, lock_token, payload, attempts, enqueued_at, tag, message_key`
+
+// scanLocked reads the rows a locking statement returns.
+func scanLocked(rows *sql.Rows, err error) ([]lockedRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	var locked []lockedRow
+	for rows.Next() {
+		var r lockedRow
+		if err := rows.Scan(&r.id, &r.token, &r.payload, &r.attempts, &r.enqueuedAt, &r.tag, &r.key); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		locked = append(locked, r)
+	}
+	return locked, errors.Join(rows.Err(), rows.Close())
+}

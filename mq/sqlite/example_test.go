@@ -1,0 +1,93 @@
+package sqlite_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/mq/sqlite"
+)
+
+// The queue in 30 seconds (README): per-customer ordered events on a SQLite file, a
+// failure retried without reordering, a poison message dead-lettered with its
+// reason, then redriven.
+func Example() {
+	dir, err := os.MkdirTemp("", "duroq-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	handled := make(chan string, 16)
+
+	q, err := sqlite.Open(filepath.Join(dir, "app.db"), sqlite.Options{}) // WAL file, migrations applied
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close()
+
+	// Producer: the events of one customer share a routing key.
+	err = q.Enqueue(ctx,
+		mq.Message{Queue: "orders", RoutingKey: "alice", Payload: []byte("created")},
+		mq.Message{Queue: "orders", RoutingKey: "alice", Payload: []byte("paid")},
+		mq.Message{Queue: "orders", RoutingKey: "bob", Payload: []byte("created")},
+		mq.Message{Queue: "orders", RoutingKey: "bob", Payload: []byte("refund")})
+	if err != nil {
+		panic(err)
+	}
+
+	// Consumer: one customer's events at a time and in order, customers in parallel.
+	// A failed message is retried after a backoff while its customer's later events
+	// wait; after MaxAttempts it alone moves to "orders.dead" with its reason.
+	c, err := mq.NewConsumer(q, "orders", mq.PerMessage(func(ctx context.Context, b *mq.Batch, d mq.Delivery) error {
+		if string(d.Payload) == "refund" {
+			return errors.New("refunds are not supported yet")
+		}
+		handled <- b.RoutingKey + " " + string(d.Payload)
+		return nil
+	}), mq.ConsumerOptions{
+		Concurrency: 8,
+		MaxAttempts: 2,
+		Backoff:     mq.ExponentialBackoff(10*time.Millisecond, time.Second),
+		OnDeadLetter: func(b *mq.Batch, d mq.Delivery, err error) {
+			handled <- fmt.Sprintf("%s %s dead-lettered: %v", b.RoutingKey, d.Payload, err)
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(ctx) }() // cancel ctx to stop: running handlers finish, then Run returns
+
+	byCustomer := map[string][]string{}
+	for range 4 {
+		h := <-handled
+		customer, _, _ := strings.Cut(h, " ")
+		byCustomer[customer] = append(byCustomer[customer], h)
+	}
+	fmt.Println(byCustomer["alice"])
+	fmt.Println(byCustomer["bob"])
+
+	// Operators: look at the dead letters and send them back once the cause is fixed.
+	dead, err := q.Peek(ctx, "orders.dead", mq.PeekOptions{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s from %q after %d attempts: %s\n", dead[0].Payload, dead[0].OriginQueue, dead[0].Attempt, dead[0].LastError)
+	n, err := q.Redrive(ctx, "orders.dead", mq.RedriveOptions{})
+	fmt.Println("redriven:", n, err)
+	stop()
+	fmt.Println("consumer stopped:", <-ran)
+	// Output:
+	// [alice created alice paid]
+	// [bob created bob refund dead-lettered: refunds are not supported yet]
+	// refund from "orders" after 2 attempts: refunds are not supported yet
+	// redriven: 1 <nil>
+	// consumer stopped: <nil>
+}

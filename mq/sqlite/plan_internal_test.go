@@ -1,0 +1,88 @@
+package sqlite
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duroq/duroq/mq"
+)
+
+// TestStatementsUseTheirIndexes checks with EXPLAIN QUERY PLAN that the statements
+// whose cost must not grow with the queue search an index instead of scanning
+// mq_messages, on a database holding keyed, un-keyed and locked messages (and no
+// ANALYZE statistics, as in production).
+func TestStatementsUseTheirIndexes(t *testing.T) {
+	q, err := Open(filepath.Join(t.TempDir(), "plan.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ctx := t.Context()
+	var msgs []mq.Message
+	for i := range 500 {
+		msgs = append(msgs, mq.Message{Queue: "q", Payload: []byte("p")}, mq.Message{Queue: "q", RoutingKey: fmt.Sprint("k", i%50), Payload: []byte("p")})
+	}
+	if err := q.Enqueue(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.DequeueBatches(ctx, "q", mq.DequeueOptions{LockTimeout: time.Minute}, 20); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, query string
+		want        []string // each must appear in the plan
+	}{
+		{"candidate scan", candidatesSQL("", false), []string{"SEARCH m USING INDEX mq_messages_ready (queue=? AND visible_at<?)"}},
+		{"candidate scan, sessions", candidatesSQL("", true), []string{"SEARCH m USING INDEX mq_messages_ready (queue=? AND visible_at<?)"}},
+		{"lock keys", lockKeysSQL(3, ""), []string{"SCAN t", "SEARCH m USING INDEX mq_messages_routing (queue=? AND routing_key=?)"}},
+		{"lock ids", lockIDsSQL(3, true), []string{"USING INTEGER PRIMARY KEY (rowid=?)"}},
+		{"more visible", moreVisibleSQL(3), []string{"SCAN t", "SEARCH m USING INDEX mq_messages_routing (queue=? AND routing_key=?)"}},
+		{"held", heldSQL(3), []string{"USING INDEX mq_messages_token (lock_token=?)"}},
+		{"held ids", heldIDsSQL(3), []string{"USING COVERING INDEX mq_messages_token (lock_token=?)"}},
+		{"ack", ackSQL(3), []string{"mq_messages_token (lock_token=? AND rowid>? AND rowid<?)"}},
+		{"dead letters", deadSQL(3), []string{"mq_messages_token (lock_token=? AND rowid>? AND rowid<?)", "INDEX mq_messages_key (queue=? AND message_key=?)"}},
+		{"release", releaseSQL(3), []string{"mq_messages_token (lock_token=? AND rowid>? AND rowid<?)"}},
+		{"peek", peekSQL(false), []string{"USING INDEX mq_messages_queue (queue=? AND id>?)"}},
+		{"peek key", peekSQL(true), []string{"USING INDEX mq_messages_routing (queue=? AND routing_key=? AND id>?)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := explain(t, q, c.query)
+			for _, w := range c.want {
+				if !strings.Contains(plan, w) {
+					t.Errorf("the plan does not contain %q:\n%s", w, plan)
+				}
+			}
+			for _, line := range strings.Split(plan, "\n") {
+				if strings.Contains(line, "SCAN mq_messages") || strings.Contains(line, "SCAN m ") || strings.HasSuffix(line, "SCAN m") {
+					t.Errorf("the plan scans the messages: %q in\n%s", line, plan)
+				}
+			}
+		})
+	}
+}
+
+func explain(t *testing.T, q *Queue, query string) string {
+	t.Helper()
+	// The plan does not depend on the parameters: bind NULLs.
+	rows, err := q.db.Query("EXPLAIN QUERY PLAN "+query, make([]any, strings.Count(query, "?"))...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", query, err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
