@@ -250,7 +250,7 @@ func (s *Memory) DequeueTx(tx *memtx.Tx, queue string, opts DequeueOptions) (*Ba
 			}
 		}
 		slices.SortFunc(batch, func(a, b *memMsg) int { return cmp.Compare(a.id, b.id) })
-		batch = bounded(batch, opts)
+		batch = batch[:opts.BatchSize(len(batch), func(i int) int { return len(batch[i].payload) })]
 	}
 	token := uuid.NewString()
 	until := now.Add(opts.LockTimeout)
@@ -284,19 +284,6 @@ func (s *Memory) DequeueTx(tx *memtx.Tx, queue string, opts DequeueOptions) (*Ba
 	}
 	put(tx, s.locks, token, lk)
 	return out, time.Time{}, nil
-}
-
-// bounded keeps the longest prefix of batch within opts.MaxMessages and
-// opts.MaxBytes; the first message always stays.
-func bounded(batch []*memMsg, opts DequeueOptions) []*memMsg {
-	size := 0
-	for i, m := range batch {
-		size += len(m.payload)
-		if i > 0 && (i >= opts.MaxMessages || size > opts.MaxBytes) {
-			return batch[:i]
-		}
-	}
-	return batch
 }
 
 // eligible reports whether the visible message m may be handed out under opts.

@@ -120,6 +120,21 @@ func bound(v, def int) int {
 	return v
 }
 
+// BatchSize returns how many of a key's n eligible messages, in id order, one batch
+// takes under o.MaxMessages and o.MaxBytes (o as NormalizeDequeue returns it): the
+// longest prefix within both bounds, and never fewer than one message when n > 0.
+// size(i) is the payload size of message i.
+func (o DequeueOptions) BatchSize(n int, size func(i int) int) int {
+	total := 0
+	for i := range n {
+		total += size(i)
+		if i > 0 && (i >= o.MaxMessages || total > o.MaxBytes) {
+			return i
+		}
+	}
+	return n
+}
+
 // CheckDequeueMax validates the batch count of DequeueBatches.
 func CheckDequeueMax(op string, max int) error {
 	if max < 1 {

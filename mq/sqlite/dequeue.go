@@ -34,11 +34,7 @@ func (q *Queue) DequeueBatches(ctx context.Context, queue string, opts mq.Dequeu
 	if err := mq.CheckDequeueMax("dequeue", max); err != nil {
 		return nil, err
 	}
-	batches, err := q.poll(ctx, queue, opts, max)
-	if err == nil && batches == nil {
-		batches = []*mq.Batch{}
-	}
-	return batches, err
+	return q.poll(ctx, queue, opts, max)
 }
 
 // poll takes up to max batches of queue, waiting up to opts.Wait for one.
@@ -421,14 +417,7 @@ func (q *Queue) lockBatches(ctx context.Context, tx *sqlx.Tx, queue string, opts
 // joins).
 func bounded(rows []lockedRow, opts mq.DequeueOptions) []lockedRow {
 	slices.SortFunc(rows, func(a, b lockedRow) int { return cmp.Compare(a.id, b.id) })
-	size := 0
-	for i, r := range rows {
-		size += r.size
-		if i > 0 && (i >= opts.MaxMessages || size > opts.MaxBytes) {
-			return rows[:i]
-		}
-	}
-	return rows
+	return rows[:opts.BatchSize(len(rows), func(i int) int { return rows[i].size })]
 }
 
 // lockKeysSQL locks the batches of n (key, token) pairs: each key's oldest eligible
