@@ -243,19 +243,18 @@ func testDequeueBatchesWaitsAndWakesOnEnqueue(t *testing.T, e env) {
 func testDequeueBatchesRejectsInvalidInput(t *testing.T, e env) {
 	q := e.open(t)
 	put(t, q, msg("u1"))
-	for _, c := range []struct {
-		rule   string
-		queue  string
-		opts   mq.DequeueOptions
-		max    int
-		fields []string
-	}{
-		{"max 0", qn, mq.DequeueOptions{}, 0, []string{"max"}},
-		{"a negative max", qn, mq.DequeueOptions{}, -1, []string{"max"}},
-		{"an empty queue name", "", mq.DequeueOptions{}, 1, []string{"queue", "Queue"}},
-		{"a negative LockTimeout", qn, mq.DequeueOptions{LockTimeout: -time.Second}, 1, []string{"LockTimeout"}},
-		{"a negative Wait", qn, mq.DequeueOptions{Wait: -time.Second}, 1, []string{"Wait"}},
-	} {
+	type call struct {
+		invalidDequeue
+		max int
+	}
+	calls := []call{
+		{invalidDequeue{"max 0", qn, mq.DequeueOptions{}, []string{"max"}}, 0},
+		{invalidDequeue{"a negative max", qn, mq.DequeueOptions{}, []string{"max"}}, -1},
+	}
+	for _, c := range invalidDequeues() {
+		calls = append(calls, call{c, 1})
+	}
+	for _, c := range calls {
 		bs, err := call2(t, "DequeueBatches", func() ([]*mq.Batch, error) { return q.DequeueBatches(t.Context(), c.queue, c.opts, c.max) })
 		if len(bs) != 0 {
 			t.Errorf("DequeueBatches with %s returned %s", c.rule, batchPayloads(bs))

@@ -123,21 +123,7 @@ func testEnqueueIsAllOrNothingOnInvalidInput(t *testing.T, e env) {
 func testDequeueRejectsInvalidOptions(t *testing.T, e env) {
 	q := e.open(t)
 	put(t, q, msg("u1"))
-	for _, c := range []struct {
-		rule   string
-		queue  string
-		opts   mq.DequeueOptions
-		fields []string
-	}{
-		{"an empty queue name", "", mq.DequeueOptions{}, []string{"queue", "Queue"}},
-		{"a queue name over MaxNameSize", tooLong, mq.DequeueOptions{}, []string{"queue", "Queue"}},
-		{"a negative LockTimeout", qn, mq.DequeueOptions{LockTimeout: -time.Second}, []string{"LockTimeout"}},
-		{"a negative Wait", qn, mq.DequeueOptions{Wait: -time.Second}, []string{"Wait"}},
-		{"an unknown tag mode", qn, mq.DequeueOptions{Tags: mq.TagFilter{Mode: mq.TagNone + 1}}, []string{"Tags"}},
-		{"an empty session owner", qn, withSession("", long), []string{"Owner"}},
-		{"a session owner over MaxNameSize", qn, withSession(tooLong, long), []string{"Owner"}},
-		{"a negative session LeaseTimeout", qn, withSession(ownerA, -time.Second), []string{"LeaseTimeout"}},
-	} {
+	for _, c := range invalidDequeues() {
 		b, err := call2(t, "DequeueBatch", func() (*mq.Batch, error) { return q.DequeueBatch(t.Context(), c.queue, c.opts) })
 		if b != nil {
 			t.Errorf("DequeueBatch with %s returned a batch %s", c.rule, describe(b))
@@ -146,6 +132,28 @@ func testDequeueRejectsInvalidOptions(t *testing.T, e env) {
 	}
 	b := fetchPayloads(t, q, mq.DequeueOptions{}, "rejected DequeueBatch calls lock nothing", "u1")
 	wantAttempts(t, b, "rejected DequeueBatch calls count no attempt", 1)
+}
+
+// invalidDequeue is dequeue input the contract rejects, and the fields its error names.
+type invalidDequeue struct {
+	rule   string
+	queue  string
+	opts   mq.DequeueOptions
+	fields []string
+}
+
+// invalidDequeues is the input DequeueBatch and DequeueBatches both reject.
+func invalidDequeues() []invalidDequeue {
+	return []invalidDequeue{
+		{"an empty queue name", "", mq.DequeueOptions{}, []string{"queue", "Queue"}},
+		{"a queue name over MaxNameSize", tooLong, mq.DequeueOptions{}, []string{"queue", "Queue"}},
+		{"a negative LockTimeout", qn, mq.DequeueOptions{LockTimeout: -time.Second}, []string{"LockTimeout"}},
+		{"a negative Wait", qn, mq.DequeueOptions{Wait: -time.Second}, []string{"Wait"}},
+		{"an unknown tag mode", qn, mq.DequeueOptions{Tags: mq.TagFilter{Mode: mq.TagNone + 1}}, []string{"Tags"}},
+		{"an empty session owner", qn, withSession("", long), []string{"Owner"}},
+		{"a session owner over MaxNameSize", qn, withSession(tooLong, long), []string{"Owner"}},
+		{"a negative session LeaseTimeout", qn, withSession(ownerA, -time.Second), []string{"LeaseTimeout"}},
+	}
 }
 
 func testAbandonRejectsNegativeDelay(t *testing.T, e env) {
