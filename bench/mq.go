@@ -38,6 +38,7 @@ func MessageQueue(b *testing.B, f QueueFactory) {
 			b.Run(name, func(b *testing.B) { benchDrain(b, f, keyed, consumers) })
 		}
 	}
+	b.Run("Cycle", func(b *testing.B) { benchCycle(b, f) })
 	for _, perKey := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("KeyBatch/per-key=%d", perKey), func(b *testing.B) { benchKeyBatch(b, f, perKey) })
 	}
@@ -68,6 +69,17 @@ func benchEnqueue(b *testing.B, f QueueFactory, per int) {
 		n += per
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// benchCycle: an op is one send-receive-ack cycle of a single message.
+func benchCycle(b *testing.B, f QueueFactory) {
+	q := open(b, f)
+	ctx := b.Context()
+	for b.Loop() {
+		if err := cycle(ctx, q, benchQueue); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // prefill enqueues n messages (keyed over keys routing keys when keys > 0) in chunks.

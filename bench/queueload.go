@@ -97,6 +97,21 @@ func QueueLoad(ctx context.Context, q mq.MessageQueue, cfg QueueConfig) (QueueRe
 	return r, nil
 }
 
+// cycle sends one message to queue, receives it and acks it.
+func cycle(ctx context.Context, q mq.MessageQueue, queue string) error {
+	if err := q.Enqueue(ctx, mq.Message{Queue: queue, Payload: payload}); err != nil {
+		return err
+	}
+	b, err := q.DequeueBatch(ctx, queue, mq.DequeueOptions{LockTimeout: time.Minute})
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		return errors.New("bench: cycle: the enqueued message was not delivered")
+	}
+	return q.Ack(ctx, b.Token)
+}
+
 // CycleReport is the outcome of QueueCycle.
 type CycleReport struct {
 	Cycles int           `json:"cycles"`
@@ -122,17 +137,7 @@ func QueueCycle(ctx context.Context, q mq.MessageQueue, n int) (CycleReport, err
 	began := time.Now()
 	for i := range n {
 		t := time.Now()
-		if err := q.Enqueue(ctx, mq.Message{Queue: queue, Payload: payload}); err != nil {
-			return CycleReport{}, err
-		}
-		b, err := q.DequeueBatch(ctx, queue, mq.DequeueOptions{LockTimeout: time.Minute})
-		if err != nil {
-			return CycleReport{}, err
-		}
-		if b == nil {
-			return CycleReport{}, errors.New("bench: cycle: the enqueued message was not delivered")
-		}
-		if err := q.Ack(ctx, b.Token); err != nil {
+		if err := cycle(ctx, q, queue); err != nil {
 			return CycleReport{}, err
 		}
 		lat[i] = time.Since(t)
