@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -291,6 +292,9 @@ func classify(op string, err error) error {
 			return runtime.Permanent(op, fmt.Errorf("%w: %w", m.to, err))
 		}
 	}
+	if dbClosed(err) {
+		return runtime.Permanent(op, fmt.Errorf("%w: %w", runtime.ErrClosed, err))
+	}
 	for _, permanent := range []error{runtime.ErrLockLost, runtime.ErrInvalid, runtime.ErrNotFound, runtime.ErrDuplicateEvent,
 		runtime.ErrCorruptHistory, runtime.ErrClosed, mq.ErrCorrupt, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, permanent) {
@@ -298,6 +302,12 @@ func classify(op string, err error) error {
 		}
 	}
 	return runtime.Retryable(op, err)
+}
+
+// dbClosed reports whether err comes from a closed *sql.DB, whose error database/sql
+// does not export.
+func dbClosed(err error) bool {
+	return strings.Contains(err.Error(), "sql: database is closed")
 }
 
 // WriteTransactions counts the queue and store transactions that changed state

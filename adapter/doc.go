@@ -14,6 +14,10 @@
 //     and KV state live in the event store; the pinned runtime version of the current
 //     execution is also the routing key's attribute, so the capability filter is
 //     applied by the queue before anything is locked or any history read.
+//   - A started instance that has not run yet is a start message still queued under
+//     its key (PendingStart peeks for it, runtime.PendingStartReader); why a runtime
+//     gave it back is the message's last error (mq.AbandonOptions.Reason, through
+//     runtime.ReasonAbandoner).
 //
 // AckOrchestrationItem is one transaction across both primitives: lock check,
 // history append, KV, metadata, custom status, key attribute, enqueues, activity

@@ -332,9 +332,7 @@ func deltaSideEffects(delta []runtime.Event) (kv []eventstore.KVMutation, custom
 
 // AbandonOrchestrationItem implements runtime.Provider.
 func (p *Provider) AbandonOrchestrationItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
-	return p.wrote("abandon_orchestration_item", p.q.Abandon(ctx, token,
-		// duroxide lets the instance go at once; its messages carry their own order.
-		mq.AbandonOptions{Delay: max(delay, 0), IgnoreAttempt: ignoreAttempt, ReleaseKey: true}))
+	return p.AbandonOrchestrationItemWithReason(ctx, token, delay, ignoreAttempt, "")
 }
 
 // RenewOrchestrationItemLock implements runtime.Provider.

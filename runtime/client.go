@@ -13,7 +13,11 @@ type State string
 
 // Instance states as clients see them (a continued-as-new instance is Running).
 const (
-	StateNotFound  State = "NotFound"
+	StateNotFound State = "NotFound"
+	// StatePending: the instance was started (its start is queued) but its first
+	// turn has not committed yet. Only providers that implement PendingStartReader
+	// report it; with others such an instance reads NotFound.
+	StatePending   State = "Pending"
 	StateRunning   State = "Running"
 	StateCompleted State = "Completed"
 	StateFailed    State = "Failed"
@@ -21,9 +25,12 @@ const (
 
 // OrchestrationStatus is what a client sees of an instance.
 type OrchestrationStatus struct {
-	State       State
-	Name        string
-	Version     string
+	State State
+	// Name and Version are the orchestration's; while Pending, what the start asked
+	// for (Version "" = the registry's policy picks).
+	Name    string
+	Version string
+	// ExecutionID is the current execution (0 while Pending).
 	ExecutionID uint64
 	// Output is the result of a Completed instance.
 	Output string
@@ -33,6 +40,11 @@ type OrchestrationStatus struct {
 	// CustomStatusVersion counts its changes (for WaitForStatusChange).
 	CustomStatus        *string
 	CustomStatusVersion uint64
+	// PendingReason says why a Pending instance has not run when a runtime gave its
+	// start back saying why, with how many times it was offered, e.g.
+	// `orchestration "Checkout" version "" is not registered on runtime work-ab12
+	// (offered 3 times)`. Empty otherwise.
+	PendingReason string
 }
 
 // Terminal reports whether the instance has ended.
@@ -119,7 +131,8 @@ func (c *Client) enqueue(ctx context.Context, op string, item WorkItem) error {
 	return nil
 }
 
-// Status returns the instance's current status.
+// Status returns the instance's current status. An instance started but not run
+// yet is Pending (see StatePending), NotFound on providers that cannot tell.
 func (c *Client) Status(ctx context.Context, instance string) (OrchestrationStatus, error) {
 	const op = "orchestration status"
 	if err := checkInstance(op, instance); err != nil {
@@ -129,11 +142,16 @@ func (c *Client) Status(ctx context.Context, instance string) (OrchestrationStat
 	if err != nil {
 		return OrchestrationStatus{}, fmt.Errorf("%s %s: %w", op, instance, err)
 	}
-	st := OrchestrationStatus{State: StateNotFound}
 	if len(events) == 0 {
-		return st, nil
+		var st OrchestrationStatus
+		if st, events, err = unstartedStatus(ctx, c.p, instance); err != nil {
+			return OrchestrationStatus{}, fmt.Errorf("%s %s: %w", op, instance, err)
+		}
+		if len(events) == 0 {
+			return st, nil
+		}
 	}
-	st.State, st.ExecutionID = StateRunning, events[0].ExecutionID
+	st := OrchestrationStatus{State: StateRunning, ExecutionID: events[0].ExecutionID}
 	if s := events[0]; s.Kind == EventOrchestrationStarted {
 		st.Name, st.Version = s.Name, s.Version
 	}
@@ -152,7 +170,7 @@ func (c *Client) Status(ctx context.Context, instance string) (OrchestrationStat
 }
 
 // WaitForOrchestration waits until the instance completes or fails (or ctx ends)
-// and returns its final status.
+// and returns its final status. Retryable provider errors are retried (see poll).
 func (c *Client) WaitForOrchestration(ctx context.Context, instance string) (OrchestrationStatus, error) {
 	return c.waitUntil(ctx, instance, "wait for orchestration", func(st OrchestrationStatus) (bool, error) {
 		return st.Terminal(), nil
@@ -160,17 +178,18 @@ func (c *Client) WaitForOrchestration(ctx context.Context, instance string) (Orc
 }
 
 // WaitForStatusChange waits until the instance's custom status version moves past
-// lastSeen or the instance ends, and returns its status.
+// lastSeen or the instance ends, and returns its status. Retryable provider errors
+// are retried (see poll).
 func (c *Client) WaitForStatusChange(ctx context.Context, instance string, lastSeen uint64) (OrchestrationStatus, error) {
-	const op = "wait for status change"
-	return c.waitUntil(ctx, instance, op, func(OrchestrationStatus) (bool, error) {
+	return c.waitUntil(ctx, instance, "wait for status change", func(OrchestrationStatus) (bool, error) {
 		_, _, changed, err := c.p.GetCustomStatus(ctx, instance, lastSeen)
 		return changed, err
 	})
 }
 
-// waitUntil polls the status (5 ms doubling to 100 ms, or at once when this
-// process's runtime ends an execution) until ready says so.
+// waitUntil polls the status (or at once when this process's runtime ends an
+// execution) until the instance ends or ready says so, and returns the last status
+// it read.
 func (c *Client) waitUntil(ctx context.Context, instance, op string, ready func(OrchestrationStatus) (bool, error)) (OrchestrationStatus, error) {
 	if err := checkInstance(op, instance); err != nil {
 		return OrchestrationStatus{}, err
@@ -181,29 +200,66 @@ func (c *Client) waitUntil(ctx context.Context, instance, op string, ready func(
 		wake, release = c.notify.watch(instance)
 		defer release()
 	}
-	delay := 5 * time.Millisecond
-	for {
+	var last OrchestrationStatus
+	err := poll(ctx, wake, func() (bool, error) {
 		st, err := c.Status(ctx, instance)
 		if err != nil {
-			return st, err
+			return false, err
 		}
-		done := st.Terminal()
-		if !done {
-			if done, err = ready(st); err != nil {
-				return st, fmt.Errorf("%s %s: %w", op, instance, err)
-			}
-			if done {
-				st, err = c.Status(ctx, instance)
-			}
+		last = st
+		if st.Terminal() {
+			return true, nil
 		}
-		if done || err != nil {
-			return st, err
+		if done, err := ready(st); err != nil || !done {
+			return false, err
+		}
+		// The status that made it ready, not the one before.
+		if st, err = c.Status(ctx, instance); err != nil {
+			return false, err
+		}
+		last = st
+		return true, nil
+	})
+	if err != nil {
+		return last, fmt.Errorf("%s %s: %w", op, instance, err)
+	}
+	return last, nil
+}
+
+// poll calls check until it reports done, waiting 5 ms doubling to 100 ms between
+// calls, or less when wake fires. A retryable provider error (IsRetryable) is
+// retried like a check that is not done yet, so a wait rides out a provider's
+// transient faults; any other error is returned at once. When ctx ends first, its
+// error is returned, naming the last provider error seen.
+func poll(ctx context.Context, wake <-chan struct{}, check func() (bool, error)) error {
+	var lastErr error
+	ended := func() error {
+		if lastErr != nil {
+			return fmt.Errorf("%w (last provider error: %s)", ctx.Err(), clip(lastErr.Error(), maxReasonBytes))
+		}
+		return ctx.Err()
+	}
+	delay := 5 * time.Millisecond
+	for {
+		done, err := check()
+		switch {
+		case err == nil && done:
+			return nil
+		case err != nil && ctx.Err() != nil:
+			if IsRetryable(err) {
+				lastErr = err
+			}
+			return ended() // a permanent error now is most likely ctx's own
+		case err != nil && !IsRetryable(err):
+			return err
+		case err != nil:
+			lastErr = err
 		}
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return st, fmt.Errorf("%s %s: %w", op, instance, ctx.Err())
+			return ended()
 		case <-wake:
 		case <-t.C:
 		}
@@ -231,18 +287,17 @@ func (c *Client) KVAll(ctx context.Context, instance string) (map[string]string,
 }
 
 // WaitForKV waits until key is set in the instance's KV state and returns it.
+// Retryable provider errors are retried (see poll).
 func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, error) {
-	delay := 5 * time.Millisecond
-	for {
-		v, ok, err := c.KV(ctx, instance, key)
-		if err != nil || ok {
-			return v, err
-		}
-		if !sleep(ctx, delay) {
-			return "", fmt.Errorf("wait for kv %s/%s: %w", instance, key, ctx.Err())
-		}
-		delay = min(delay*2, 100*time.Millisecond)
+	var v string
+	err := poll(ctx, nil, func() (ok bool, err error) {
+		v, ok, err = c.KV(ctx, instance, key)
+		return ok, err
+	})
+	if err != nil {
+		return "", fmt.Errorf("wait for kv %s/%s: %w", instance, key, err)
 	}
+	return v, nil
 }
 
 // Stats describes the instance's size (nil for an unknown instance).

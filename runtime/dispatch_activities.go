@@ -56,7 +56,8 @@ func (r *Runtime) workers(fetchCtx, workCtx context.Context) {
 	slots := make(chan struct{}, r.opts.WorkerConcurrency)
 	settled := make(chan settledActivity, r.opts.WorkerConcurrency)
 	committed := make(chan struct{})
-	go func() { r.ackCommitter(workCtx, bp, batched, settled); close(committed) }()
+	last := &lastErrors{m: map[activityKey]string{}}
+	go func() { r.ackCommitter(workCtx, bp, batched, settled, last); close(committed) }()
 	settle := func(s settledActivity) { settled <- s }
 	var running sync.WaitGroup
 	failures := 0
@@ -103,8 +104,7 @@ func (r *Runtime) workers(fetchCtx, workCtx context.Context) {
 			continue
 		case err != nil:
 			failures++
-			r.log.Warn("fetch work item", "err", err)
-			sleep(fetchCtx, fetchBackoff(err, failures))
+			r.fetchFailed(fetchCtx, "fetch work item", err, failures)
 			continue
 		case len(leases) == 0:
 			failures = 0
@@ -115,7 +115,7 @@ func (r *Runtime) workers(fetchCtx, workCtx context.Context) {
 		for _, l := range leases {
 			running.Go(func() {
 				defer func() { <-slots }()
-				r.runActivity(workCtx, l, settle)
+				r.runActivity(workCtx, l, settle, last)
 			})
 		}
 	}
@@ -136,7 +136,7 @@ type settledActivity struct {
 
 // ackCommitter acks settled activities, all those ready at once in one transaction
 // (group commit); a failed group is acked item by item to isolate the failure.
-func (r *Runtime) ackCommitter(ctx context.Context, bp BatchProvider, batched bool, settled <-chan settledActivity) {
+func (r *Runtime) ackCommitter(ctx context.Context, bp BatchProvider, batched bool, settled <-chan settledActivity, last *lastErrors) {
 	for first := range settled {
 		group := []settledActivity{first}
 	drain:
@@ -157,17 +157,20 @@ func (r *Runtime) ackCommitter(ctx context.Context, bp BatchProvider, batched bo
 				acks[i] = WorkAck{Token: s.lease.LockToken, Completion: s.completion}
 			}
 			if err := bp.AckWorkItems(context.WithoutCancel(ctx), acks); err == nil {
+				for _, s := range group {
+					last.forget(&s.lease.Item)
+				}
 				continue
 			}
 		}
 		for _, s := range group {
-			r.complete(ctx, s.lease, s.completion, s.log)
+			r.complete(ctx, s.lease, s.completion, s.log, last)
 		}
 	}
 }
 
 // runActivity executes one leased activity and commits its completion.
-func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease, settle func(settledActivity)) {
+func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease, settle func(settledActivity), last *lastErrors) {
 	item := &lease.Item
 	log := r.log.With("instance", item.Instance, "execution", item.ExecutionID, "activity", item.Name, "activity_id", item.ID)
 	if item.SessionID != "" {
@@ -181,15 +184,20 @@ func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease, settle 
 		defer r.sessions.release(item.SessionID)
 	}
 	if lease.AttemptCount > r.opts.MaxAttempts {
+		// Why it kept failing, when this runtime can tell.
+		reason := last.get(item)
+		if r.activity(item.Name) == nil {
+			reason = fmt.Sprintf("activity %q is not registered on runtime %s", item.Name, r.opts.WorkerNodeID)
+		}
 		d := &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonActivity, Instance: item.Instance, ExecutionID: item.ExecutionID,
-			ActivityName: item.Name, ActivityID: item.ID, AttemptCount: lease.AttemptCount, MaxAttempts: r.opts.MaxAttempts}
-		log.Warn("poison activity", "attempts", lease.AttemptCount)
+			ActivityName: item.Name, ActivityID: item.ID, AttemptCount: lease.AttemptCount, MaxAttempts: r.opts.MaxAttempts, Message: reason}
+		log.Warn("poison activity", "attempts", lease.AttemptCount, "reason", reason)
 		settle(settledActivity{lease, failedItem(item, d), log})
 		return
 	}
 	fn := r.activity(item.Name)
 	if fn == nil {
-		delay := r.unregisteredDelay(lease.AttemptCount)
+		delay := r.retryDelay(lease.AttemptCount)
 		log.Warn("activity not registered here; offered again later", "delay", delay)
 		if err := r.p.AbandonWorkItem(ctx, lease.LockToken, delay, false); err != nil {
 			log.Warn("abandon work item", "err", err)
@@ -221,12 +229,7 @@ func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease, settle 
 	ac := &ActivityContext{Context: actx, item: item, attempt: lease.AttemptCount, worker: r.opts.WorkerNodeID,
 		client: r.Client(), log: log}
 	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				out <- outcome{err: fmt.Errorf("activity panicked: %v", p)}
-			}
-		}()
-		res, err := fn(ac, item.Input)
+		res, err := callUser(fn, ac, item.Input)
 		out <- outcome{res, err}
 	}()
 
@@ -255,7 +258,9 @@ func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease, settle 
 		return
 	}
 	completion := &WorkItem{Kind: WorkActivityCompleted, Instance: item.Instance, ExecutionID: item.ExecutionID, ID: item.ID, Result: o.result}
-	if o.err != nil {
+	if p, ok := o.err.(*userPanic); ok {
+		completion = failedItem(item, p.details())
+	} else if o.err != nil {
 		completion = failedItem(item, &ErrorDetails{Kind: ErrorApplication, AppKind: AppActivityFailed, Message: o.err.Error()})
 	}
 	settle(settledActivity{lease, completion, log})
@@ -265,23 +270,84 @@ func failedItem(item *WorkItem, d *ErrorDetails) *WorkItem {
 	return &WorkItem{Kind: WorkActivityFailed, Instance: item.Instance, ExecutionID: item.ExecutionID, ID: item.ID, Details: d}
 }
 
-// complete acks an activity with its completion; a failed ack abandons the item so
-// it runs again soon instead of waiting for its lock to expire.
-func (r *Runtime) complete(ctx context.Context, lease *WorkItemLease, completion *WorkItem, log *slog.Logger) {
+// complete acks an activity with its completion. A completion that can never be
+// stored (ErrInvalid: a result over the size limit, say) is replaced by a failure
+// saying why, so the orchestration learns at once instead of after MaxAttempts
+// runs; any other failed ack abandons the item so it runs again soon instead of
+// waiting for its lock to expire.
+func (r *Runtime) complete(ctx context.Context, lease *WorkItemLease, completion *WorkItem, log *slog.Logger, last *lastErrors) {
 	ctx = context.WithoutCancel(ctx)
-	err := r.p.AckWorkItem(ctx, lease.LockToken, completion)
-	for attempt := 0; err != nil && IsRetryable(err) && attempt < 4; attempt++ {
-		time.Sleep(10 * time.Millisecond << attempt)
-		err = r.p.AckWorkItem(ctx, lease.LockToken, completion)
+	err := r.ackWork(ctx, lease.LockToken, completion)
+	if unstorable(err) {
+		log.Error("activity outcome cannot be stored; the activity fails", "err", err)
+		what := "result"
+		if completion.Kind != WorkActivityCompleted {
+			what = "failure"
+		}
+		completion = failedItem(&lease.Item, &ErrorDetails{Kind: ErrorApplication, AppKind: AppActivityFailed,
+			Message: fmt.Sprintf("its %s cannot be stored: %s", what, clip(err.Error(), maxReasonBytes))})
+		err = r.ackWork(ctx, lease.LockToken, completion)
 	}
 	switch {
 	case err == nil:
+		last.forget(&lease.Item)
 	case errors.Is(err, ErrLockLost):
 		log.Info("activity result dropped: its item was cancelled or re-leased", "err", err)
 	default:
 		log.Warn("ack work item failed; the activity will run again", "err", err)
+		last.set(&lease.Item, "the last attempt's completion was not acked: "+clip(err.Error(), maxReasonBytes))
 		_ = r.p.AbandonWorkItem(ctx, lease.LockToken, 100*time.Millisecond, false)
 	}
+}
+
+// ackWork acks a work item, retrying transient failures a few times.
+func (r *Runtime) ackWork(ctx context.Context, token string, completion *WorkItem) error {
+	err := r.p.AckWorkItem(ctx, token, completion)
+	for attempt := 0; err != nil && IsRetryable(err) && attempt < 4; attempt++ {
+		time.Sleep(10 * time.Millisecond << attempt)
+		err = r.p.AckWorkItem(ctx, token, completion)
+	}
+	return err
+}
+
+// lastErrors remembers why this runtime's last completion of an activity failed
+// (it runs again), for its poison failure to say. It holds at most maxLastErrors:
+// an item may run again on another runtime and never come back here.
+type lastErrors struct {
+	mu sync.Mutex
+	m  map[activityKey]string
+}
+
+// activityKey names a scheduled activity.
+type activityKey struct {
+	instance  string
+	execution uint64
+	id        uint64
+}
+
+const maxLastErrors = 1024
+
+func keyOf(item *WorkItem) activityKey { return activityKey{item.Instance, item.ExecutionID, item.ID} }
+
+func (l *lastErrors) set(item *WorkItem, reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := keyOf(item)
+	if _, ok := l.m[k]; ok || len(l.m) < maxLastErrors {
+		l.m[k] = reason
+	}
+}
+
+func (l *lastErrors) get(item *WorkItem) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[keyOf(item)]
+}
+
+func (l *lastErrors) forget(item *WorkItem) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, keyOf(item))
 }
 
 // activity returns the code of activity name, built-ins included (nil: unknown).

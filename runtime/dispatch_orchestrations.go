@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // orchestrationLoop fetches instances and runs their turns until fetchCtx ends.
@@ -33,8 +38,7 @@ func (r *Runtime) orchestrationLoop(fetchCtx, workCtx context.Context) {
 			return
 		case err != nil:
 			failures++
-			r.log.Warn("fetch orchestration item", "err", err)
-			sleep(fetchCtx, fetchBackoff(err, failures))
+			r.fetchFailed(fetchCtx, "fetch orchestration item", err, failures)
 			continue
 		case len(items) == 0:
 			failures = 0
@@ -46,52 +50,237 @@ func (r *Runtime) orchestrationLoop(fetchCtx, workCtx context.Context) {
 	}
 }
 
-// runTurns processes locked items: decide how to run each, replay, and commit them
-// (together when the provider batches).
+// runTurns processes locked items: their turns run one after another on a runner
+// goroutine, under TurnTimeout each, and are committed together (when the provider
+// batches). A slow turn holds up neither the others nor the dispatcher: when no
+// turn finished for stragglerWait, another runner takes the turns not yet started,
+// those that finished are committed, and the rest are awaited in the background
+// while the dispatcher fetches again. A turn still running at TurnTimeout (or when
+// ctx ends) is given up.
 func (r *Runtime) runTurns(ctx context.Context, items []*OrchestrationItem, bp BatchProvider) {
-	stopRenew := renewLock(ctx, renewEvery(r.opts.OrchestratorLockTimeout, r.opts.LockRenewalBuffer),
+	b := &turnBatch{items: items, bp: bp, held: newHeldItems(items), outcomes: make(chan turnOutcome, len(items)),
+		running: len(items), deadline: time.NewTimer(r.opts.TurnTimeout)}
+	b.stopRenew = renewLock(ctx, renewEvery(r.opts.OrchestratorLockTimeout, r.opts.LockRenewalBuffer),
 		func(ctx context.Context) error {
-			for _, item := range items {
+			for _, item := range b.held.live() {
 				if err := r.p.RenewOrchestrationItemLock(ctx, item.LockToken, r.opts.OrchestratorLockTimeout); err != nil && !IsRetryable(err) {
 					r.log.Warn("orchestration lock lost during a turn", "instance", item.Instance, "err", err)
 				}
 			}
 			return nil
 		}, nil)
-	defer stopRenew()
+	go r.runNextTurns(b)
+	r.awaitTurns(ctx, b, true)
+}
 
-	var ready []*OrchestrationItem
-	var acks []TurnAck
-	var engines []*engine // of the ready turns: to cache once committed (nil: nothing to cache)
-	for _, item := range items {
-		ack, e, delay, err := r.decideTurn(item)
-		if err != nil {
-			r.log.Warn("orchestration turn postponed", "instance", item.Instance, "reason", err, "delay", delay)
-			if err := r.p.AbandonOrchestrationItem(ctx, item.LockToken, delay, false); err != nil {
-				r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
+// runNextTurns runs the turns of b not yet started, in order, until none is left.
+func (r *Runtime) runNextTurns(b *turnBatch) {
+	for {
+		i := int(b.next.Add(1)) - 1
+		if i >= len(b.items) {
+			return
+		}
+		ack, e, delay, err := r.decideTurn(b.items[i], nil)
+		b.outcomes <- turnOutcome{i, ack, e, delay, err}
+	}
+}
+
+// turnBatch is the fetched items of runTurns and the state of their turns.
+type turnBatch struct {
+	items     []*OrchestrationItem
+	bp        BatchProvider
+	held      *heldItems
+	next      atomic.Int32 // the next item whose turn a runner starts
+	outcomes  chan turnOutcome
+	running   int // turns not yet received from outcomes
+	deadline  *time.Timer
+	stopRenew func()
+}
+
+// awaitTurns receives b's outcomes and settles them until every turn finished or
+// was given up. With detach, once the turns that finished are committed while
+// others run, the wait goes on in the background (counted in r.turns) and
+// awaitTurns returns.
+func (r *Runtime) awaitTurns(ctx context.Context, b *turnBatch, detach bool) {
+	stall := time.NewTimer(stragglerWait)
+	defer stall.Stop()
+	var ready []turnOutcome
+wait:
+	for b.running > 0 {
+		select {
+		case o := <-b.outcomes:
+			b.running--
+			b.held.finished(o.i)
+			ready = append(ready, o)
+			stall.Reset(stragglerWait)
+		case <-stall.C:
+			if int(b.next.Load()) < len(b.items) {
+				go r.runNextTurns(b) // the current runner is stuck in a turn
 			}
+			r.settleTurns(ctx, b, ready)
+			ready = nil
+			if detach {
+				r.turns.Go(func() { r.awaitTurns(ctx, b, false) })
+				return
+			}
+			stall.Reset(stragglerWait)
+		case <-b.deadline.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	r.settleTurns(ctx, b, ready)
+	if b.running > 0 {
+		r.giveUp(ctx, b)
+	}
+	b.deadline.Stop()
+	b.stopRenew()
+}
+
+// stragglerWait is how long a batch may go without a turn finishing before its
+// finished turns are committed without the others.
+const stragglerWait = 20 * time.Millisecond
+
+// turnOutcome is what a turn of items[i] decided (see decideTurn).
+type turnOutcome struct {
+	i     int
+	ack   OrchestrationAck
+	e     *engine
+	delay time.Duration
+	err   error
+}
+
+// heldItems tracks the items of a batch whose locks are still held (renewed) and
+// those whose turn has not finished.
+type heldItems struct {
+	mu       sync.Mutex
+	items    []*OrchestrationItem
+	settled  []bool
+	finishes []bool
+}
+
+func newHeldItems(items []*OrchestrationItem) *heldItems {
+	return &heldItems{items: items, settled: make([]bool, len(items)), finishes: make([]bool, len(items))}
+}
+
+func (h *heldItems) live() []*OrchestrationItem {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*OrchestrationItem
+	for i, item := range h.items {
+		if !h.settled[i] {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func (h *heldItems) finished(i int) {
+	h.mu.Lock()
+	h.finishes[i] = true
+	h.mu.Unlock()
+}
+
+func (h *heldItems) settle(i int) {
+	h.mu.Lock()
+	h.settled[i] = true
+	h.mu.Unlock()
+}
+
+func (h *heldItems) unfinished() []*OrchestrationItem {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*OrchestrationItem
+	for i, item := range h.items {
+		if !h.finishes[i] {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// settleTurns commits the finished turns (together when the provider batches) and
+// postpones those that cannot run here now.
+func (r *Runtime) settleTurns(ctx context.Context, b *turnBatch, outcomes []turnOutcome) {
+	items, bp, held := b.items, b.bp, b.held
+	var ready []turnOutcome
+	for _, o := range outcomes {
+		if o.err != nil {
+			item := items[o.i]
+			r.log.Warn("orchestration turn postponed", "instance", item.Instance, "reason", o.err, "delay", o.delay)
+			r.postpone(ctx, item, o.delay, o.err)
+			held.settle(o.i)
 			continue
 		}
-		ready = append(ready, item)
-		acks = append(acks, TurnAck{Token: item.LockToken, Ack: ack})
-		engines = append(engines, e)
+		ready = append(ready, o)
 	}
-	if len(acks) > 1 && bp != nil {
+	defer func() {
+		for _, o := range ready {
+			held.settle(o.i)
+		}
+	}()
+	if len(ready) > 1 && bp != nil {
+		acks := make([]TurnAck, len(ready))
+		for j, o := range ready {
+			acks[j] = TurnAck{Token: items[o.i].LockToken, Ack: o.ack}
+		}
 		if err := bp.AckOrchestrationItems(ctx, acks); err == nil {
-			for i, a := range acks {
-				r.ended(ready[i], a.Ack)
-				r.states.put(engines[i])
+			for _, o := range ready {
+				r.ended(items[o.i], o.ack)
+				r.states.put(o.e)
 			}
 			return
 		}
 	}
-	for i, item := range ready {
-		if r.commit(ctx, item, acks[i].Ack) {
-			r.states.put(engines[i])
+	for _, o := range ready {
+		if r.commit(ctx, items[o.i], o.ack) {
+			r.states.put(o.e)
 		} else {
-			engines[i].close() // the turn runs again: its state is not the stored one
+			o.e.close() // the turn runs again: its state is not the stored one
 		}
 	}
+}
+
+// postpone abandons item so that it is offered again after delay, saying why.
+func (r *Runtime) postpone(ctx context.Context, item *OrchestrationItem, delay time.Duration, reason error) {
+	why := strings.TrimPrefix(reason.Error(), errPostpone.Error()+": ")
+	if err := abandonOrchestration(context.WithoutCancel(ctx), r.p, item.LockToken, delay, false, why); err != nil {
+		r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
+	}
+}
+
+// giveUp settles the items of b whose turns did not finish in time: at shutdown
+// they are released untouched; otherwise each is offered again with backoff, or, on
+// its last attempt, its instance fails saying its code blocked. The turns'
+// goroutines cannot be stopped: their results, if they ever come, are discarded.
+func (r *Runtime) giveUp(ctx context.Context, b *turnBatch) {
+	started := min(int(b.next.Swap(int32(len(b.items)))), len(b.items)) // no runner starts another turn
+	for _, item := range b.held.unfinished() {
+		r.log.Error("orchestration code did not yield within the turn timeout; its goroutine is left running",
+			"instance", item.Instance, "execution", item.ExecutionID, "timeout", r.opts.TurnTimeout, "attempt", item.AttemptCount)
+		switch {
+		case ctx.Err() != nil:
+			if err := r.p.AbandonOrchestrationItem(context.WithoutCancel(ctx), item.LockToken, 0, true); err != nil {
+				r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
+			}
+		case item.AttemptCount >= r.opts.MaxAttempts:
+			blocked := &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonOrchestration, Instance: item.Instance,
+				ExecutionID: item.ExecutionID, AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts,
+				Message: fmt.Sprintf("its code blocked: no turn yielded within the turn timeout (%s); orchestration code must not wait on anything but its Context", r.opts.TurnTimeout)}
+			r.failTurn(ctx, item, blocked)
+		default:
+			r.postpone(ctx, item, r.retryDelay(item.AttemptCount),
+				fmt.Errorf("its code did not yield within the turn timeout (%s)", r.opts.TurnTimeout))
+		}
+	}
+	go func(running int) { // the turns that started and did not finish
+		for range running {
+			o := <-b.outcomes
+			o.e.close()
+			r.log.Warn("a turn given up for blocking returned at last; its result is discarded", "instance", b.items[o.i].Instance)
+		}
+	}(b.running - (len(b.items) - started))
 }
 
 // ended tells waiters and the hook about an execution a committed turn ended.
@@ -109,8 +298,10 @@ var errPostpone = errors.New("postponed")
 
 // decideTurn computes the ack of a turn and the engine to cache once it is committed
 // (nil: none), or an error and a delay when the item must be offered again later.
-func (r *Runtime) decideTurn(item *OrchestrationItem) (ack OrchestrationAck, e *engine, delay time.Duration, err error) {
-	poisoned := item.AttemptCount > r.opts.MaxAttempts
+// A non-nil failure ends the execution with it instead of running any code; past
+// MaxAttempts the execution fails as poison.
+func (r *Runtime) decideTurn(item *OrchestrationItem, failure *ErrorDetails) (ack OrchestrationAck, e *engine, delay time.Duration, err error) {
+	poisoned := failure != nil || item.AttemptCount > r.opts.MaxAttempts
 	if item.HistoryError != "" {
 		r.states.drop(item.Instance) // whatever it holds is not the stored history
 		if !poisoned {
@@ -132,15 +323,18 @@ func (r *Runtime) decideTurn(item *OrchestrationItem) (ack OrchestrationAck, e *
 	}
 
 	var fn Orchestration
+	unregistered := ""
 	if len(turn.History) > 0 {
 		s := &turn.History[0]
 		if s.RuntimeVersion != "" && !r.accepts(s.RuntimeVersion) {
 			return ack, nil, time.Second, fmt.Errorf("%w: execution pinned to %s, outside this runtime's capability", errPostpone, s.RuntimeVersion)
 		}
 		var ok bool
-		if fn, ok = r.reg.orchestration(s.Name, s.Version); !ok && !poisoned && !turn.History[len(turn.History)-1].IsTerminal() {
-			return ack, nil, r.unregisteredDelay(item.AttemptCount),
-				fmt.Errorf("%w: orchestration %s version %s is not registered here", errPostpone, s.Name, s.Version)
+		if fn, ok = r.reg.orchestration(s.Name, s.Version); !ok && !turn.History[len(turn.History)-1].IsTerminal() {
+			unregistered = fmt.Sprintf("orchestration %q version %q is not registered on runtime %s", s.Name, s.Version, r.opts.WorkerNodeID)
+			if !poisoned {
+				return ack, nil, r.retryDelay(item.AttemptCount), fmt.Errorf("%w: %s", errPostpone, unregistered)
+			}
 		}
 	} else if i := firstStart(turn.Messages); i >= 0 {
 		// A new execution: pick its version now, so history records it.
@@ -150,16 +344,23 @@ func (r *Runtime) decideTurn(item *OrchestrationItem) (ack OrchestrationAck, e *
 		if ok {
 			turn.Messages[i].Version = version
 			fn, _ = r.reg.orchestration(m[i].Name, version)
-		} else if !poisoned {
-			return ack, nil, r.unregisteredDelay(item.AttemptCount),
-				fmt.Errorf("%w: orchestration %s version %q is not registered here", errPostpone, m[i].Name, m[i].Version)
-		} else if turn.Messages[i].Version == "" {
-			turn.Messages[i].Version = DefaultVersion
+		} else {
+			unregistered = fmt.Sprintf("orchestration %q version %q is not registered on runtime %s", m[i].Name, m[i].Version, r.opts.WorkerNodeID)
+			if !poisoned {
+				return ack, nil, r.retryDelay(item.AttemptCount), fmt.Errorf("%w: %s", errPostpone, unregistered)
+			}
+			if turn.Messages[i].Version == "" {
+				turn.Messages[i].Version = DefaultVersion
+			}
 		}
 	}
-	if poisoned {
+	switch {
+	case failure != nil:
+		turn.Poison = failure
+	case poisoned:
+		// The last attempt's reason, when this runtime knows it.
 		turn.Poison = &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonOrchestration, Instance: item.Instance,
-			ExecutionID: turn.ExecutionID, AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts}
+			ExecutionID: turn.ExecutionID, AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts, Message: unregistered}
 	}
 	if fn == nil {
 		fn = func(*Context, string) (string, error) { return "", errors.New("no code") } // ended, poisoned or not started: never run
@@ -194,8 +395,11 @@ func (r *Runtime) accepts(version string) bool {
 	return false
 }
 
-// commit acks a turn, retrying transient failures, and reports whether it did; a turn
-// that cannot be committed is abandoned so it runs again.
+// commit acks a turn, retrying transient failures, and reports whether it did. A
+// turn whose results can never be stored (too large, invalid) fails its execution
+// at once with the reason; a turn that cannot be committed is abandoned so it runs
+// again. When a reply is lost (the ack failed, then the lock was gone), the stored
+// history tells whether the commit landed.
 func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack OrchestrationAck) bool {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -207,14 +411,79 @@ func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack Orche
 			break
 		}
 	}
-	r.log.Warn("ack orchestration item failed; the turn will run again", "instance", item.Instance, "err", err)
-	if errors.Is(err, ErrLockLost) {
-		return false // another dispatcher owns the instance now
+	switch {
+	case errors.Is(err, ErrLockLost):
+		// Lost by a commit whose reply was lost (this one, or the batch's), or taken
+		// by another dispatcher after the lock lapsed.
+		if r.landed(ctx, item, ack) {
+			r.ended(item, ack)
+			return true
+		}
+		r.log.Warn("turn not committed: its lock was lost; the instance's next fetch runs it again", "instance", item.Instance, "err", err)
+		return false
+	case unstorable(err):
+		r.log.Error("turn results cannot be stored; the execution fails", "instance", item.Instance, "err", err)
+		return r.failTurn(ctx, item, &ErrorDetails{Kind: ErrorConfiguration, ConfigKind: ConfigLimitExceeded,
+			Message: "the turn's results cannot be stored: " + clip(err.Error(), maxReasonBytes)})
 	}
-	if err := r.p.AbandonOrchestrationItem(context.WithoutCancel(ctx), item.LockToken, 50*time.Millisecond, false); err != nil {
-		r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
+	r.log.Warn("ack orchestration item failed; the turn will run again", "instance", item.Instance, "err", err)
+	r.postpone(ctx, item, 50*time.Millisecond, err)
+	return false
+}
+
+// unstorable reports whether a failed ack says that what it was to store never can
+// be (too large, invalid): retrying cannot help.
+func unstorable(err error) bool { return errors.Is(err, ErrInvalid) && !IsRetryable(err) }
+
+// failTurn ends item's execution with failure instead of running its code, and
+// reports whether that was committed.
+func (r *Runtime) failTurn(ctx context.Context, item *OrchestrationItem, failure *ErrorDetails) bool {
+	ack, _, delay, err := r.decideTurn(item, failure)
+	if err != nil {
+		r.postpone(ctx, item, delay, err)
+		return false
+	}
+	if err := r.p.AckOrchestrationItem(ctx, item.LockToken, ack); err != nil {
+		r.log.Warn("ack of an execution's failure failed; the turn will run again", "instance", item.Instance, "err", err)
+		r.postpone(ctx, item, r.retryDelay(item.AttemptCount), err)
+		return false
+	}
+	r.ended(item, ack)
+	return true
+}
+
+// landed reports whether ack's history delta is stored: its last event is in the
+// execution's history. A turn without new events cannot be told apart (false).
+func (r *Runtime) landed(ctx context.Context, item *OrchestrationItem, ack OrchestrationAck) bool {
+	n := len(ack.HistoryDelta)
+	if n == 0 {
+		return false
+	}
+	last := &ack.HistoryDelta[n-1]
+	for attempt := 0; attempt < 5; attempt++ {
+		events, err := r.p.ReadWithExecution(context.WithoutCancel(ctx), item.Instance, ack.ExecutionID)
+		if err == nil {
+			return slices.ContainsFunc(events, func(e Event) bool { return eventEqual(&e, last) })
+		}
+		if !IsRetryable(err) || !sleep(ctx, 10*time.Millisecond<<attempt) {
+			return false
+		}
 	}
 	return false
+}
+
+// maxReasonBytes bounds the error text recorded in a failure's details.
+const maxReasonBytes = 1024
+
+// clip shortens s to at most n bytes on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func hasKind(items []WorkItem, k WorkItemKind) bool {

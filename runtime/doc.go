@@ -93,7 +93,7 @@
 //	start[_versioned]                 Client.StartOrchestration[Versioned], OrchestrationDef.Start  Basics/*, ContinueAsNewVersioning/StartUsesLatestOrExplicitVersion
 //	raise_event / enqueue_event       RaiseEvent, EnqueueEvent             TimersEvents/PositionalMatchingFIFO, QueueFIFOOrdering
 //	cancel_instance                   CancelInstance                       CancellationPoison/Cancel*
-//	get_orchestration_status          Status (NotFound/Running/Completed/Failed + custom status)  Basics/StatusNotFound, TimersEvents/CustomStatusVisibleWhileRunningAndAfterCompletion
+//	get_orchestration_status          Status (NotFound/Pending/Running/Completed/Failed + custom status)  Basics/StatusNotFound, Pending/*, TimersEvents/CustomStatusVisibleWhileRunningAndAfterCompletion
 //	wait_for_orchestration            WaitForOrchestration (ctx deadline)  every scenario
 //	wait_for_status_change            WaitForStatusChange                  TimersEvents/WaitForStatusChange
 //	KV reads, wait_for_kv_value       KV, KVAll, WaitForKV                 SessionsTagsKVRetry/KVBasicsAndClientReads

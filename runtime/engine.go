@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"reflect"
+	goruntime "runtime"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -228,23 +231,116 @@ func (e *engine) startCode(fn Orchestration, input string) {
 	ctx := &Context{e: e}
 	e.next, e.stop = iter.Pull(func(yield func(struct{}) bool) {
 		e.yield = yield
-		defer func() {
-			if p := recover(); p != nil {
-				switch p := p.(type) {
-				case *configError:
-					e.fail(&ErrorDetails{Kind: ErrorConfiguration, ConfigKind: p.kind, Message: p.msg})
-				default:
-					if p == errAbort {
-						return
-					}
-					e.fail(&ErrorDetails{Kind: ErrorApplication, AppKind: AppPanicked, Message: fmt.Sprint(p)})
+		out, err := callUser(fn, ctx, input)
+		if p, ok := err.(*userPanic); ok {
+			switch v := p.value.(type) {
+			case *configError:
+				e.fail(&ErrorDetails{Kind: ErrorConfiguration, ConfigKind: v.kind, Message: v.msg})
+			default:
+				if v == errAbort {
+					return
 				}
-				e.finished = true
+				// The stack is recorded once, in the OrchestrationFailed event of
+				// this turn; an ended execution is never replayed, so it is never
+				// compared.
+				e.fail(p.details())
 			}
-		}()
-		e.output, e.fnErr = fn(ctx, input)
+			e.finished = true
+			return
+		}
+		e.output, e.fnErr = out, err
 		e.finished = true
 	})
+}
+
+// userPanic is a panic of orchestration or activity code, recovered by callUser.
+type userPanic struct {
+	value any
+	stack string // see panicStack; "" for the engine's own unwinding panics
+}
+
+func (p *userPanic) Error() string { return fmt.Sprint("panic: ", p.value) }
+
+// details describes the panic as an application failure.
+func (p *userPanic) details() *ErrorDetails {
+	return &ErrorDetails{Kind: ErrorApplication, AppKind: AppPanicked, Message: clip(fmt.Sprint(p.value), maxReasonBytes), Stack: p.stack}
+}
+
+// callUser calls user code fn(c, in); a panic is returned as a *userPanic error
+// with the stack of the code that panicked.
+func callUser[C any](fn func(C, string) (string, error), c C, in string) (out string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p := &userPanic{value: v}
+			if _, internal := v.(*configError); !internal && v != errAbort {
+				p.stack = panicStack()
+			}
+			err = p
+		}
+	}()
+	return fn(c, in)
+}
+
+// ownFrame prefixes the function names of this package in a stack; callUserFrame
+// those of callUser's frames.
+var (
+	ownFrame      = reflect.TypeFor[userPanic]().PkgPath() + "."
+	callUserFrame = ownFrame + "callUser["
+)
+
+// maxStackBytes bounds a recorded stack.
+const maxStackBytes = 4 << 10
+
+// panicStack returns, for the deferred function of callUser recovering a panic,
+// the stack of the code that panicked (see formatStack): the frames between the
+// panic and callUser, without the Go runtime's frames that raise and run the panic.
+func panicStack() string {
+	pcs := make([]uintptr, 128)
+	frames := goruntime.CallersFrames(pcs[:goruntime.Callers(2, pcs)])
+	var code []goruntime.Frame
+	raised, whole := false, false // past runtime.gopanic; up to callUser
+	for f, more := frames.Next(); ; f, more = frames.Next() {
+		switch {
+		case !raised:
+			raised = f.Function == "runtime.gopanic"
+		case strings.HasPrefix(f.Function, callUserFrame):
+			whole = true
+		case len(code) == 0 && strings.HasPrefix(f.Function, "runtime."):
+			// What raised the panic (runtime.panicmem, runtime.mapassign, ...).
+		default:
+			code = append(code, f)
+		}
+		if whole || !more {
+			break
+		}
+	}
+	return formatStack(code, whole)
+}
+
+// formatStack renders frames, innermost first, as lines "function" and
+// "\tfile:line" each, in at most maxStackBytes. With whole (frames reach the caller of the code), the
+// outermost frames of this package are dropped, but the innermost frame: they are
+// the runtime's wrappers of user code (typedCode), not where it failed. Without
+// whole, or when they do not fit, the stack says that frames were elided.
+func formatStack(frames []goruntime.Frame, whole bool) string {
+	const elided = "...more frames elided"
+	for whole && len(frames) > 1 && strings.HasPrefix(frames[len(frames)-1].Function, ownFrame) {
+		frames = frames[:len(frames)-1]
+	}
+	lines := make([]string, 0, len(frames)+1)
+	size := 0
+	for _, f := range frames {
+		frame := fmt.Sprintf("%s\n\t%s:%d", f.Function, f.File, f.Line)
+		if size += len(frame) + 1; size > maxStackBytes-len(elided) {
+			whole = false
+			break
+		}
+		lines = append(lines, frame)
+	}
+	if !whole {
+		lines = append(lines, elided)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // step runs the code to its next wait; it reports whether the code is done with.

@@ -218,3 +218,42 @@ type WorkAck struct {
 	Token      string
 	Completion *WorkItem
 }
+
+// PendingStartReader is implemented by providers that can show a start queued for
+// an instance whose first turn has not committed yet. Client.Status uses it, only
+// for an instance without history, to report StatePending instead of
+// StateNotFound; without it such an instance reads NotFound until its first turn
+// commits.
+type PendingStartReader interface {
+	// PendingStart describes the oldest start message queued for instance (ready,
+	// delayed or locked by a runtime), without locking or changing anything. It
+	// returns (nil, nil) when none is queued.
+	PendingStart(ctx context.Context, instance string) (*PendingStart, error)
+}
+
+// PendingStart is a queued start of an instance that has not run yet.
+type PendingStart struct {
+	// Name and Version are what the start asked for (Version "" = whatever the
+	// registry's policy picks).
+	Name, Version string
+	// Attempts is how many times a runtime took the start without committing it
+	// (a live lock counts: a runtime is holding it now).
+	Attempts int
+	// LastError is why a runtime last gave it back, as recorded by
+	// ReasonAbandoner ("" when none was given).
+	LastError string
+	// EnqueuedAt is when the start was queued.
+	EnqueuedAt time.Time
+}
+
+// ReasonAbandoner is implemented by providers that can record why an orchestration
+// item was given back. The runtime uses it when present to say why a turn was
+// postponed (for example, an orchestration this node does not have), which
+// PendingStartReader then reports.
+type ReasonAbandoner interface {
+	// AbandonOrchestrationItemWithReason is AbandonOrchestrationItem that also
+	// records reason on the item's messages as their last failure. With
+	// ignoreAttempt the release is not a failure and nothing is recorded. A provider
+	// may truncate a long reason.
+	AbandonOrchestrationItemWithReason(ctx context.Context, token string, delay Duration, ignoreAttempt bool, reason string) error
+}

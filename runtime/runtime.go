@@ -60,8 +60,17 @@ type Options struct {
 	// before the worker gives up on it (default 10 s).
 	ActivityCancellationGrace time.Duration
 	// DrainTimeout is how long Run lets in-flight turns and activities finish after
-	// shutdown is requested before cancelling them (default 10 s).
+	// shutdown is requested before cancelling them (default 10 s). Run returns at most
+	// about a second later, whatever user code does.
 	DrainTimeout time.Duration
+	// TurnTimeout bounds one turn of orchestration code, the time from delivering
+	// its messages to the code's next wait (default 10 s, Temporal's workflow task
+	// timeout). Orchestration code must not block: a turn that overruns is given up
+	// without holding up the other instances fetched with it, and its instance is
+	// offered again with backoff; after MaxAttempts the instance fails with an error
+	// saying its code blocked. The goroutine of the blocked code cannot be stopped:
+	// it is left behind and logged.
+	TurnTimeout time.Duration
 
 	// RuntimeVersion is the version this runtime pins new executions to (default
 	// Version); SupportedVersions is the range of pins it runs (default 0.0.0 up to
@@ -126,6 +135,7 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.UnregisteredBackoff, time.Second)
 	def(&o.ActivityCancellationGrace, 10*time.Second)
 	def(&o.DrainTimeout, 10*time.Second)
+	def(&o.TurnTimeout, 10*time.Second)
 	def(&o.SessionLockTimeout, 30*time.Second)
 	def(&o.SessionIdleTimeout, 5*time.Minute)
 	def(&o.SessionCleanupInterval, 5*time.Minute)
@@ -187,7 +197,9 @@ type Runtime struct {
 	mu       sync.Mutex
 	running  bool
 	stop     context.CancelFunc // stops fetching (drain)
+	fatal    error              // why the runtime stopped itself (Run returns it)
 	finished chan struct{}
+	turns    sync.WaitGroup // batches whose slow turns are awaited apart from their dispatcher
 
 	sessions sessionTracker
 	notify   *completions
@@ -212,7 +224,10 @@ var ErrRunning = errors.New("runtime: already started")
 
 // Run dispatches work until ctx is cancelled or Shutdown is called, then stops
 // fetching, lets in-flight turns and activities finish for up to DrainTimeout,
-// cancels what is left and returns. A runtime runs once.
+// cancels what is left and returns within about a second more (user code that
+// ignores cancellation is left running and logged). A provider that is closed or
+// fails permanently stops the runtime: Run then returns that error. A runtime runs
+// once.
 func (r *Runtime) Run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.running || r.stop != nil {
@@ -243,18 +258,63 @@ func (r *Runtime) Run(ctx context.Context) error {
 
 	<-fetchCtx.Done()
 	drained := make(chan struct{})
-	go func() { wg.Wait(); close(drained) }()
+	go func() { wg.Wait(); r.turns.Wait(); close(drained) }() // no dispatcher adds turns once wg is done
 	select {
 	case <-drained:
+		r.states.close() // no dispatcher runs any more
 	case <-time.After(r.opts.DrainTimeout):
 		r.log.Warn("drain timeout: cancelling in-flight work", "timeout", r.opts.DrainTimeout)
 		cancelWork()
-		<-drained
+		select {
+		case <-drained:
+			r.states.close()
+		case <-time.After(stopBound):
+			// Only user code that ignores its context holds a dispatcher this long
+			// (each such activity or turn is logged with its instance).
+			r.log.Warn("runtime stopped with work still running", "waited", stopBound)
+		}
 	}
-	r.states.close() // no dispatcher runs any more
+	r.mu.Lock()
+	err := r.fatal
+	r.mu.Unlock()
+	if err != nil {
+		r.log.Error("duroq runtime stopped", "err", err)
+		return err
+	}
 	r.log.Info("duroq runtime stopped")
 	return nil
 }
+
+// stopBound is how long Run waits for cancelled work before it returns anyway.
+const stopBound = time.Second
+
+// stopWith stops the runtime because of err, which Run then returns.
+func (r *Runtime) stopWith(err error) {
+	r.mu.Lock()
+	if r.fatal == nil {
+		r.fatal = err
+	}
+	stop := r.stop
+	r.mu.Unlock()
+	stop()
+}
+
+// fetchFailed handles a failed fetch of a dispatcher, its failures-th in a row: a
+// closed provider, or one failing permanently maxPermanentFetchFailures times in a
+// row, stops the runtime; otherwise the dispatcher pauses (fetchBackoff). It
+// reports whether the dispatcher goes on.
+func (r *Runtime) fetchFailed(ctx context.Context, what string, err error, failures int) bool {
+	if errors.Is(err, ErrClosed) || !IsRetryable(err) && failures >= maxPermanentFetchFailures {
+		r.stopWith(fmt.Errorf("runtime: %s: %w", what, err))
+		return false
+	}
+	r.log.Warn(what, "err", err, "failures", failures)
+	return sleep(ctx, fetchBackoff(err, failures))
+}
+
+// maxPermanentFetchFailures is how many fetches in a row may fail with a permanent
+// error before the runtime stops.
+const maxPermanentFetchFailures = 5
 
 // Shutdown asks Run to stop and waits until it returned or ctx is done.
 func (r *Runtime) Shutdown(ctx context.Context) error {
@@ -296,18 +356,20 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// fetchBackoff is the pause after a failed fetch: 100 ms doubling to 3 s for
-// retryable errors, 100 ms for others.
+// fetchBackoff is the pause after the failures-th failed fetch in a row: 5 ms
+// doubling to 2 s for retryable errors (a transient fault costs little), 500 ms for
+// others.
 func fetchBackoff(err error, failures int) time.Duration {
 	if !IsRetryable(err) {
-		return 100 * time.Millisecond
+		return 500 * time.Millisecond
 	}
-	return min(100*time.Millisecond<<min(failures, 5), 3*time.Second)
+	return min(5*time.Millisecond<<min(max(failures-1, 0), 9), 2*time.Second)
 }
 
-// unregisteredDelay is how long a message naming unknown code waits before it is
-// offered again: base doubling per attempt (exponent capped at 6), at most 60 s.
-func (r *Runtime) unregisteredDelay(attempt uint32) time.Duration {
+// retryDelay is how long a message that could not be processed here (its code is
+// not registered, or it blocked) waits before it is offered again:
+// UnregisteredBackoff doubling per attempt (exponent capped at 6), at most 60 s.
+func (r *Runtime) retryDelay(attempt uint32) time.Duration {
 	exp := min(max(int(attempt)-1, 0), 6)
 	return min(r.opts.UnregisteredBackoff<<exp, 60*time.Second)
 }

@@ -165,7 +165,7 @@ type ErrorKind string
 const (
 	ErrorInfrastructure ErrorKind = "Infrastructure" // Operation, Message, Retryable
 	ErrorConfiguration  ErrorKind = "Configuration"  // ConfigKind, Resource, Message
-	ErrorApplication    ErrorKind = "Application"    // AppKind, Message, Retryable, Reason (Cancelled)
+	ErrorApplication    ErrorKind = "Application"    // AppKind, Message, Retryable, Reason (Cancelled), Stack (Panicked)
 	ErrorPoison         ErrorKind = "Poison"         // AttemptCount, MaxAttempts, PoisonType, Instance, ExecutionID, ActivityName, ActivityID, Message
 )
 
@@ -202,13 +202,25 @@ type ErrorDetails struct {
 	ActivityName string    `msgpack:"an,omitempty"`
 	ActivityID   uint64    `msgpack:"aid,omitempty"`
 	Error        string    `msgpack:"e,omitempty"` // the decode error of FailedDeserialization
+	// Stack is where a panic happened: the panicking code's frames, innermost first,
+	// bounded (Panicked failures only).
+	Stack string `msgpack:"st,omitempty"`
 }
 
-// DisplayMessage renders the failure for humans and for an execution's output.
+// DisplayMessage renders the failure for humans and for an execution's output; a
+// panic's stack follows on the next lines.
 func (d *ErrorDetails) DisplayMessage() string {
 	if d == nil {
 		return ""
 	}
+	if d.Stack != "" {
+		return d.summary() + "\n" + d.Stack
+	}
+	return d.summary()
+}
+
+// summary is DisplayMessage without the stack.
+func (d *ErrorDetails) summary() string {
 	switch d.Kind {
 	case ErrorInfrastructure:
 		return fmt.Sprintf("infrastructure error in %s: %s", d.Operation, d.Message)
@@ -226,16 +238,27 @@ func (d *ErrorDetails) DisplayMessage() string {
 		case PoisonFailedDeserialization:
 			return fmt.Sprintf("poison: history deserialization failed for %s execution %d: %s", d.Instance, d.ExecutionID, d.Error)
 		case PoisonActivity:
-			return fmt.Sprintf("poison: activity %s (id %d) exceeded %d attempts (%d)", d.ActivityName, d.ActivityID, d.MaxAttempts, d.AttemptCount)
+			return withReason(fmt.Sprintf("poison: activity %s (id %d) exceeded %d attempts (%d)", d.ActivityName, d.ActivityID, d.MaxAttempts, d.AttemptCount), d.Message)
 		default:
-			return fmt.Sprintf("poison: orchestration %s exceeded %d attempts (%d)", d.Instance, d.MaxAttempts, d.AttemptCount)
+			return withReason(fmt.Sprintf("poison: orchestration %s exceeded %d attempts (%d)", d.Instance, d.MaxAttempts, d.AttemptCount), d.Message)
 		}
 	default:
-		if d.AppKind == AppCancelled {
+		switch d.AppKind {
+		case AppCancelled:
 			return "canceled: " + d.Reason
+		case AppPanicked:
+			return "panic: " + d.Message
 		}
 		return d.Message
 	}
+}
+
+// withReason appends reason, when there is one, to msg.
+func withReason(msg, reason string) string {
+	if reason == "" {
+		return msg
+	}
+	return msg + ": " + reason
 }
 
 // SemVer is a semantic version (the runtime version that pins an execution).
