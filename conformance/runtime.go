@@ -44,7 +44,10 @@ func registerRuntimeGroup(g runtimeGroup) { runtimeGroups = append(runtimeGroups
 // Mode/Group/Case, each on a fresh provider. The scenarios port duroxide's e2e
 // samples and runtime tests: activities, timers, events, queues, sub-orchestrations,
 // continue-as-new, cancellation, versioning, sessions, tags, KV, custom status,
-// retries, poison, nondeterminism, crash recovery and a 1,000-way fan-out. Every
+// retries, poison, nondeterminism, crash recovery and a 1,000-way fan-out, plus
+// production's situations: code that blocks (Isolation), results that can never be
+// stored and panics (FailFast), started instances not yet run (Pending) and a
+// workload over runtime/faultprovider's injected transient faults (Faults). Every
 // scenario runs twice: with the runtime's state cache (Mode StateCache) and without
 // it (NoStateCache), since the two must behave the same.
 func TestRuntime(t *testing.T, f RuntimeFactory) {
