@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/duroq/duroq/internal/memtx"
 	"github.com/duroq/duroq/internal/pgdb"
 	"github.com/duroq/duroq/internal/sqlitedb"
+	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/mq"
 	mqpostgres "github.com/duroq/duroq/mq/postgres"
 	mqsqlite "github.com/duroq/duroq/mq/sqlite"
@@ -167,7 +167,10 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (*Provider
 func (p *Provider) Queue() mq.MessageQueue       { return p.q }
 func (p *Provider) Store() eventstore.EventStore { return p.s }
 
-// Close closes the queue and the store.
+// Close closes the queue and the store, and the database OpenSQLite or OpenPostgres
+// opened. The SQLite database is closed when Close returns: when no other process has
+// the file open, its WAL is checkpointed and the -wal and -shm files are removed, so
+// the file alone holds the final state.
 func (p *Provider) Close() error { return p.closeAll() }
 
 // Management implements runtime.ManagedProvider.
@@ -292,7 +295,7 @@ func classify(op string, err error) error {
 			return runtime.Permanent(op, fmt.Errorf("%w: %w", m.to, err))
 		}
 	}
-	if dbClosed(err) {
+	if sqltx.DBClosed(err) {
 		return runtime.Permanent(op, fmt.Errorf("%w: %w", runtime.ErrClosed, err))
 	}
 	for _, permanent := range []error{runtime.ErrLockLost, runtime.ErrInvalid, runtime.ErrNotFound, runtime.ErrDuplicateEvent,
@@ -302,12 +305,6 @@ func classify(op string, err error) error {
 		}
 	}
 	return runtime.Retryable(op, err)
-}
-
-// dbClosed reports whether err comes from a closed *sql.DB, whose error database/sql
-// does not export.
-func dbClosed(err error) bool {
-	return strings.Contains(err.Error(), "sql: database is closed")
 }
 
 // WriteTransactions counts the queue and store transactions that changed state

@@ -93,8 +93,13 @@ func (c *Client) StartOrchestrationVersioned(ctx context.Context, instance, name
 		Name: name, Version: version, Input: input})
 }
 
-// RaiseEvent delivers an external event to the instance's next WaitForEvent(name);
-// with nobody waiting it is dropped.
+// RaiseEvent delivers an external event to a WaitForEvent(name) of the instance that
+// is waiting when the event arrives (the Nth live wait for name gets the Nth event).
+// An event that arrives while nobody waits for it (before the orchestration reaches
+// its wait, as right after StartOrchestration, or after its wait lost a Select) is
+// dropped without an error. Raise it once the orchestration says it waits (a custom
+// status set just before the wait, seen with WaitForStatusChange), or use
+// EnqueueEvent, which keeps the message until the orchestration takes it.
 func (c *Client) RaiseEvent(ctx context.Context, instance, name, data string) error {
 	const op = "raise event"
 	if err := checkInstance(op, instance); err != nil {
@@ -103,8 +108,12 @@ func (c *Client) RaiseEvent(ctx context.Context, instance, name, data string) er
 	return c.enqueue(ctx, op, WorkItem{Kind: WorkExternalRaised, Instance: instance, Name: name, Data: data})
 }
 
-// EnqueueEvent appends data to the instance's persistent queue called queue
-// (Context.DequeueEvent). Messages for an instance that does not exist are dropped.
+// EnqueueEvent appends data to the instance's persistent FIFO queue called queue:
+// Context.DequeueEvent(queue) takes the oldest message whenever it was sent, so a
+// message queued before the orchestration waits is kept until it does (and carried
+// into the next execution by ContinueAsNew). Messages for an instance that does not
+// exist are dropped; one sent after StartOrchestration returned is not (the start is
+// processed first).
 func (c *Client) EnqueueEvent(ctx context.Context, instance, queue, data string) error {
 	const op = "enqueue event"
 	if err := checkInstance(op, instance); err != nil {

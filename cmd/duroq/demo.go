@@ -37,14 +37,40 @@ var (
 	shipOrder    = runtime.NewOrchestration[shipment, string]("ShipOrder")
 )
 
-// Custom statuses the order workflow publishes; the demo's driver approves orders
-// that wait for approval.
+// An order waits for an approval: an event raised while it waits (RaiseEvent), a
+// message in its approvals queue (EnqueueEvent, kept until dequeued, however early it
+// came) or, after approvalTimeout, none. It publishes statusAwaitingApproval while it
+// waits, so that the driver raises the event only then: raised earlier, nobody waits
+// for it and it is dropped.
 const (
 	statusAwaitingApproval = "awaiting approval"
 	approvalEvent          = "approval"
+	approvalQueue          = "approvals"
 	approvalTimeout        = 2 * time.Second
 	demoLockTimeout        = 2 * time.Second
 )
+
+// How an order was approved: the start of its output.
+const (
+	approvedByEvent   = "approved by the raised event"
+	approvedByMessage = "approved by the queued message"
+	autoApproved      = "auto-approved: no approval within 2s"
+)
+
+// approvalPlan is one way the driver approves orders, and how the orders it is
+// dealt to should end up approved.
+type approvalPlan struct {
+	name, what, expect string
+}
+
+// approvalPlans are dealt to the orders in turn: order-001 gets the first.
+var approvalPlans = []approvalPlan{
+	{"raised while it waits (RaiseEvent)", "the event is raised once the order says it waits", approvedByEvent},
+	{"queued before it waits (EnqueueEvent)", "the message is queued right after the start and kept until the order dequeues it", approvedByMessage},
+	{"raised before it waits (RaiseEvent)", "the event is raised right after the start; nobody waits for it yet, so it is dropped", autoApproved},
+}
+
+func planOf(i int) approvalPlan { return approvalPlans[i%len(approvalPlans)] }
 
 // demoRegistry registers the workflow. work is the simulated duration of each
 // activity.
@@ -93,8 +119,8 @@ func demoRegistry(work time.Duration) (*runtime.Registry, error) {
 }
 
 // processOrderFlow: reserve every item (fan-out/fan-in), charge, wait for an approval
-// event or a timeout (durable timer), ship in a sub-orchestration, cool off (durable
-// timer), notify.
+// (a raised event or a queued message) or a timeout (durable timer), ship in a
+// sub-orchestration, cool off (durable timer), notify.
 func processOrderFlow(ctx *runtime.Context, o order) (string, error) {
 	ctx.SetCustomStatus("reserving")
 	var reservations []runtime.TypedFuture[string]
@@ -111,11 +137,14 @@ func processOrderFlow(ctx *runtime.Context, o order) (string, error) {
 		return "", err
 	}
 	ctx.SetCustomStatus(statusAwaitingApproval)
-	approval := ctx.WaitForEvent(approvalEvent)
-	timeout := ctx.CreateTimer(approvalTimeout)
-	how := "approved"
-	if ctx.Select(approval, timeout) == 1 {
-		how = "auto-approved"
+	raised := ctx.WaitForEvent(approvalEvent)
+	queued := ctx.DequeueEvent(approvalQueue)
+	how := autoApproved
+	switch ctx.Select(raised, queued, ctx.CreateTimer(approvalTimeout)) {
+	case 0:
+		how = approvedByEvent
+	case 1:
+		how = approvedByMessage
 	}
 	ctx.SetCustomStatus("shipping")
 	parcels, err := shipOrder.ScheduleSub(ctx, shipment{Order: o.ID, Items: o.Items}).Get()
@@ -175,14 +204,16 @@ func demo(args []string, out io.Writer) error {
 	ids := make([]string, *orders)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("order-%03d", i+1)
-		o := order{ID: ids[i], Customer: fmt.Sprintf("customer-%d", i%7), Items: []string{"book", "lamp", "mug"}[:1+i%3]}
-		// Starting an instance that exists changes nothing: a rerun resumes.
-		if err := processOrder.Start(ctx, client, ids[i], o); err != nil {
+		if err := startOrder(ctx, client, i, ids[i]); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(out, "duroq demo: %d orders on %s (kill it and run it again: it resumes; work a killed process held is retaken after its %v lock lapses)\n",
 		*orders, *path, demoLockTimeout)
+	fmt.Fprintf(out, "approvals, dealt in turn (order-001 gets the first, order-%03d the first again):\n", len(approvalPlans)+1)
+	for _, plan := range approvalPlans {
+		fmt.Fprintf(out, "  %s: %s\n", plan.name, plan.what)
+	}
 
 	began := time.Now()
 	var final map[string]runtime.OrchestrationStatus
@@ -191,9 +222,9 @@ func demo(args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		// Approve every other order that waits; the others are approved by timeout.
+		// Raise the approval of the orders whose plan it is once they say they wait.
 		for i, id := range ids {
-			if st := statuses[id]; i%2 == 0 && st.CustomStatus != nil && *st.CustomStatus == statusAwaitingApproval {
+			if st := statuses[id]; planOf(i).expect == approvedByEvent && st.CustomStatus != nil && *st.CustomStatus == statusAwaitingApproval {
 				if err := client.RaiseEvent(ctx, id, approvalEvent, "ok"); err != nil {
 					return err
 				}
@@ -230,7 +261,42 @@ func demo(args []string, out io.Writer) error {
 	if failures > 0 {
 		return fmt.Errorf("%d orders failed", failures)
 	}
+	fmt.Fprintln(out, "approvals:")
+	for p, plan := range approvalPlans {
+		n, as := 0, 0
+		for i := p; i < len(ids); i += len(approvalPlans) {
+			n++
+			if strings.HasPrefix(final[ids[i]].Output, plan.expect) {
+				as++
+			}
+		}
+		if n > 0 {
+			fmt.Fprintf(out, "  %s: %d of %d orders %s\n", plan.name, as, n, plan.expect)
+		}
+	}
 	fmt.Fprintf(out, "all %d orders completed in %v\n", len(ids), time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// startOrder starts order i and, when the start created it, sends what its approval
+// plan sends at once. Starting an instance that exists changes nothing: a rerun
+// resumes, and sends nothing again (an early event raised again could reach an order
+// that waits by now).
+func startOrder(ctx context.Context, client *runtime.Client, i int, id string) error {
+	st, err := client.Status(ctx, id)
+	if err != nil {
+		return err
+	}
+	o := order{ID: id, Customer: fmt.Sprintf("customer-%d", i%7), Items: []string{"book", "lamp", "mug"}[:1+i%3]}
+	if err := processOrder.Start(ctx, client, id, o); err != nil || st.State != runtime.StateNotFound {
+		return err
+	}
+	switch planOf(i).expect {
+	case approvedByMessage:
+		return client.EnqueueEvent(ctx, id, approvalQueue, "ok")
+	case autoApproved:
+		return client.RaiseEvent(ctx, id, approvalEvent, "ok")
+	}
 	return nil
 }
 

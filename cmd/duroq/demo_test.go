@@ -9,6 +9,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/duroq/duroq/adapter"
+	essqlite "github.com/duroq/duroq/eventstore/sqlite"
+	"github.com/duroq/duroq/internal/sqlitedb/sqlitedbtest"
+	mqsqlite "github.com/duroq/duroq/mq/sqlite"
+	"github.com/duroq/duroq/runtime"
 )
 
 // demoChildEnv makes the test binary run the demo as a process the test can kill.
@@ -24,17 +30,38 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// Every order completes, approved the way its plan says: an event raised while the
+// order waits and a message queued before it waits both approve it; an event raised
+// before it waits is dropped, so the order is auto-approved at the timeout. The demo
+// leaves its database closed, whole in its file.
 func TestDemoCompletesEveryOrder(t *testing.T) {
 	var out strings.Builder
-	if err := demo([]string{"-db", filepath.Join(t.TempDir(), "demo.db"), "-orders", "6", "-work", "1ms"}, &out); err != nil {
+	db := filepath.Join(t.TempDir(), "demo.db")
+	if err := demo([]string{"-db", db, "-orders", "6", "-work", "1ms"}, &out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	got := out.String()
-	for _, want := range []string{"all 6 orders completed", "order-001  Completed  approved, charged $25, 1 parcels",
-		"order-002  Completed  auto-approved, charged $50, 2 parcels", "order-003  Completed  approved, charged $75, 3 parcels"} {
+	for _, want := range []string{"all 6 orders completed",
+		"order-001  Completed  approved by the raised event, charged $25, 1 parcels",
+		"order-002  Completed  approved by the queued message, charged $50, 2 parcels",
+		"order-003  Completed  auto-approved: no approval within 2s, charged $75, 3 parcels",
+		"order-004  Completed  approved by the raised event",
+		"order-005  Completed  approved by the queued message",
+		"order-006  Completed  auto-approved",
+		"raised while it waits (RaiseEvent): 2 of 2 orders approved by the raised event",
+		"queued before it waits (EnqueueEvent): 2 of 2 orders approved by the queued message",
+		"raised before it waits (RaiseEvent): 2 of 2 orders auto-approved"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, got)
 		}
+	}
+	copied := sqlitedbtest.ClosedFile(t, db)
+	p, err := adapter.New(mqsqlite.New(copied, mqsqlite.Options{}), essqlite.New(copied, essqlite.Options{}), adapter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := runtime.NewClient(p).Status(t.Context(), "order-006"); err != nil || st.State != runtime.StateCompleted {
+		t.Fatalf("order-006 in a copy of the demo's closed file: %+v, %v; want it completed", st, err)
 	}
 }
 

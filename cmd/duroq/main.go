@@ -6,9 +6,11 @@
 //
 // demo runs an order workflow on the durable-execution runtime over an embedded
 // SQLite file: every order reserves its items in parallel, charges a card, waits for
-// an approval event (or a durable timeout), ships in a sub-orchestration that packs
-// items in parallel, waits a durable cooling-off timer and notifies the customer. It
-// shows progress and the final statuses. Killed mid-run (even with kill -9) and run
+// an approval (an event raised while it waits, or a message in its approvals queue)
+// or a durable timeout, ships in a sub-orchestration that packs items in parallel,
+// waits a durable cooling-off timer and notifies the customer. It shows progress, the
+// final statuses and how the approvals went (an event raised before the order waits
+// is dropped). Killed mid-run (even with kill -9) and run
 // again on the same file, it resumes every order where it was and completes it.
 //
 // queue-demo shows per-customer ordered processing on an embedded SQLite queue: a

@@ -109,7 +109,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 func (s *Store) DB() *sqlx.DB { return s.c.DB() }
 
 // Close implements eventstore.EventStore. It closes the database only if Open
-// created it.
+// created it, and then returns once the database is closed: when no other process
+// has the file open, its WAL is checkpointed and the -wal and -shm files are removed.
 func (s *Store) Close() error { return s.c.Close() }
 
 // isDuplicate reports whether err is SQLite rejecting a duplicate key.

@@ -10,17 +10,18 @@ const module = "github.com/duroq/duroq"
 
 // allowed lists, per package, the non-standard imports it may have (by prefix).
 var allowed = map[string][]string{
-	"mq":                  {"internal/memtx", "internal/wake", "github.com/google/uuid"},
-	"eventstore":          {"internal/memtx"},
-	"runtime":             {"github.com/vmihailenco/msgpack/v5"},
-	"conformance":         {"mq", "eventstore", "runtime"},
-	"bench":               {"mq", "eventstore", "runtime"},
-	"mq/sqlite":           {"mq", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
-	"eventstore/sqlite":   {"eventstore", "internal/", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
-	"mq/postgres":         {"mq", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
-	"eventstore/postgres": {"eventstore", "internal/", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
-	"internal/essql":      {"eventstore", "internal/migrate", "internal/sqltext", "github.com/jmoiron/sqlx"},
-	"internal/estest":     {"eventstore", "internal/migrate", "internal/sqltx", "github.com/jmoiron/sqlx"},
+	"mq":                    {"internal/memtx", "internal/wake", "github.com/google/uuid"},
+	"eventstore":            {"internal/memtx"},
+	"runtime":               {"github.com/vmihailenco/msgpack/v5"},
+	"runtime/faultprovider": {"runtime"},
+	"conformance":           {"mq", "eventstore", "runtime", "runtime/faultprovider"},
+	"bench":                 {"mq", "eventstore", "runtime"},
+	"mq/sqlite":             {"mq", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
+	"eventstore/sqlite":     {"eventstore", "internal/", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
+	"mq/postgres":           {"mq", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
+	"eventstore/postgres":   {"eventstore", "internal/", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
+	"internal/essql":        {"eventstore", "internal/migrate", "internal/sqltext", "github.com/jmoiron/sqlx"},
+	"internal/estest":       {"eventstore", "internal/migrate", "internal/sqltx", "github.com/jmoiron/sqlx"},
 }
 
 func TestDependencyDirection(t *testing.T) {

@@ -43,11 +43,13 @@ var memorySeq atomic.Int64
 // a file per statement made them several times slower.
 const DriverName = "duroq-sqlite3"
 
+var sqliteDriver = &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+	_, err := c.Exec("PRAGMA temp_store = MEMORY", nil)
+	return err
+}}
+
 func init() {
-	sql.Register(DriverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-		_, err := c.Exec("PRAGMA temp_store = MEMORY", nil)
-		return err
-	}})
+	sql.Register(DriverName, sqliteDriver)
 	sqlx.BindDriver(DriverName, sqlx.QUESTION)
 }
 
@@ -59,6 +61,11 @@ func IsSQLite(db *sqlx.DB) bool { return db.DriverName() == DriverName || db.Dri
 // transactions that take the write lock when they begin (BEGIN IMMEDIATE), so that
 // two writers never deadlock upgrading a read lock. The path ":memory:" opens a
 // private in-memory database shared by the pool's connections.
+//
+// Closing the returned database returns once every connection is closed (see
+// connector.Close): when no other process has the file open, SQLite has then
+// checkpointed the WAL and removed the -wal and -shm files, so the file alone holds
+// every commit.
 func Open(path string, o Options) (*sqlx.DB, error) {
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: open: empty path")
@@ -93,10 +100,9 @@ func Open(path string, o Options) (*sqlx.DB, error) {
 		q.Set("_journal_mode", "WAL")
 		dsn = "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 	}
-	db, err := sqlx.Open(DriverName, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
+	c := &connector{path: path, dsn: dsn, wait: busy}
+	db := sqlx.NewDb(sql.OpenDB(c), DriverName)
+	c.db = db
 	if path == ":memory:" {
 		// A shared-cache memory database lives while a connection to it is open, and
 		// the pool discards connections (a cancelled transaction does): keep one open
@@ -129,6 +135,41 @@ func ping(db *sqlx.DB, busy time.Duration) error {
 			return err
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// connector opens the connections of a database Open returned, and ends its Close.
+type connector struct {
+	path, dsn string
+	db        *sqlx.DB
+	wait      time.Duration // bound of Close's wait for connections in use: the busy timeout
+}
+
+func (c *connector) Connect(context.Context) (driver.Conn, error) { return sqliteDriver.Open(c.dsn) }
+
+func (c *connector) Driver() driver.Driver { return sqliteDriver }
+
+// Close runs at the end of DB.Close, which closes only the idle connections: the
+// writer's connection and those of operations in progress would close later (up to
+// writerIdle later for the writer's), leaving the database open after Close
+// returned. Close hands the writer's connection back once its transaction in
+// progress ends, and waits for the others to be released (database/sql closes them
+// then), up to the busy timeout, which bounds a statement's wait for the database.
+func (c *connector) Close() error {
+	if w, ok := writers.LoadAndDelete(c.db); ok {
+		w.(*Writer).release()
+	}
+	deadline := time.Now().Add(c.wait)
+	for {
+		n := c.db.Stats().OpenConnections
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sqlite: close %s: %d connections still in use after %v", c.path, n, c.wait)
+		}
+		// database/sql offers no notification when a connection closes.
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -183,17 +224,31 @@ func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	} else if err != nil && w.conn != nil {
 		w.settle()
 	}
-	// Hand the connection back once idle, so that closing db closes it soon.
-	if w.idle == nil {
+	// Hand the connection back once idle, so that closing a database that Open did
+	// not return (its Close does not release the writer) closes it soon.
+	switch {
+	case w.conn == nil: // nothing to hand back: dropped, or the database is closed
+	case w.idle == nil:
 		w.idle = time.AfterFunc(writerIdle, func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.drop()
 		})
-	} else {
+	default:
 		w.idle.Reset(writerIdle)
 	}
 	return err
+}
+
+// release hands the writer's connection back to the pool after the transaction in
+// progress, if any.
+func (w *Writer) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.idle != nil {
+		w.idle.Stop()
+	}
+	w.drop()
 }
 
 // begin begins a transaction on the writer's connection, replacing a connection

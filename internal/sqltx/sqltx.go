@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -38,4 +39,10 @@ func RunWith(ctx context.Context, begin func(ctx context.Context) (*sqlx.Tx, err
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// DBClosed reports whether err comes from a closed *sql.DB (an operation that
+// began as its database was closed), whose error database/sql does not export.
+func DBClosed(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "sql: database is closed")
 }

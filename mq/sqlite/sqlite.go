@@ -15,6 +15,7 @@ import (
 
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/sqlitedb"
+	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/internal/stmtcache"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
@@ -154,6 +155,9 @@ func wrap(op string, err error) error {
 	}
 	if corrupt(err) {
 		return mq.Corrupt(op, err)
+	}
+	if sqltx.DBClosed(err) { // an operation under way when Close ran
+		return fmt.Errorf("%w: %w", mq.Closed(op), err)
 	}
 	return &opError{op, err}
 }
@@ -644,7 +648,9 @@ func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string)
 	return mq.Stats{Ready: int(st.Ready.Int64), Locked: int(st.Locked.Int64), Delayed: int(st.Delayed.Int64), MaxAttempt: int(st.Max.Int64)}, nil
 }
 
-// Close implements mq.MessageQueue. It closes the database only if Open created it.
+// Close implements mq.MessageQueue. It closes the database only if Open created it,
+// and then returns once the database is closed: when no other process has the file
+// open, its WAL is checkpointed and the -wal and -shm files are removed.
 func (q *Queue) Close() error {
 	if q.closed.Swap(true) {
 		return nil
