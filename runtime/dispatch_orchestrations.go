@@ -164,36 +164,26 @@ func newHeldItems(items []*OrchestrationItem) *heldItems {
 	return &heldItems{items: items, settled: make([]bool, len(items)), finishes: make([]bool, len(items))}
 }
 
-func (h *heldItems) live() []*OrchestrationItem {
+// live is the items whose lock is still held; unfinished those whose turn has not
+// finished.
+func (h *heldItems) live() []*OrchestrationItem       { return h.unmarked(h.settled) }
+func (h *heldItems) unfinished() []*OrchestrationItem { return h.unmarked(h.finishes) }
+
+func (h *heldItems) settle(i int)   { h.mark(h.settled, i) }
+func (h *heldItems) finished(i int) { h.mark(h.finishes, i) }
+
+func (h *heldItems) mark(marks []bool, i int) {
+	h.mu.Lock()
+	marks[i] = true
+	h.mu.Unlock()
+}
+
+func (h *heldItems) unmarked(marks []bool) []*OrchestrationItem {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []*OrchestrationItem
 	for i, item := range h.items {
-		if !h.settled[i] {
-			out = append(out, item)
-		}
-	}
-	return out
-}
-
-func (h *heldItems) finished(i int) {
-	h.mu.Lock()
-	h.finishes[i] = true
-	h.mu.Unlock()
-}
-
-func (h *heldItems) settle(i int) {
-	h.mu.Lock()
-	h.settled[i] = true
-	h.mu.Unlock()
-}
-
-func (h *heldItems) unfinished() []*OrchestrationItem {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []*OrchestrationItem
-	for i, item := range h.items {
-		if !h.finishes[i] {
+		if !marks[i] {
 			out = append(out, item)
 		}
 	}
