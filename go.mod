@@ -3,6 +3,7 @@ module github.com/duroq/duroq
 go 1.26
 
 require (
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jmoiron/sqlx v1.4.0
@@ -16,5 +17,6 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.13.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )

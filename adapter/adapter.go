@@ -173,6 +173,18 @@ func (p *Provider) Store() eventstore.EventStore { return p.s }
 // the file alone holds the final state.
 func (p *Provider) Close() error { return p.closeAll() }
 
+var _ runtime.ChangeNotifier = (*Provider)(nil)
+
+// Changed implements runtime.ChangeNotifier with the queue's notice of other
+// processes' commits (mq/sqlite watches the database file); nil, that is no notice,
+// for queues without it.
+func (p *Provider) Changed() <-chan struct{} {
+	if c, ok := p.q.(interface{ Changed() <-chan struct{} }); ok {
+		return c.Changed()
+	}
+	return nil
+}
+
 // Management implements runtime.ManagedProvider.
 func (p *Provider) Management() runtime.ProviderAdmin { return p }
 

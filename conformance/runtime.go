@@ -59,6 +59,10 @@ func TestRuntime(t *testing.T, f RuntimeFactory) {
 		runCrashChild(t, f, child)
 		return
 	}
+	if child := wakeChild(); child != "" {
+		runWakeChild(t, f, child)
+		return
+	}
 	for _, mode := range []struct {
 		name  string
 		cache bool

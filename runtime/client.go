@@ -210,7 +210,7 @@ func (c *Client) waitUntil(ctx context.Context, instance, op string, ready func(
 		defer release()
 	}
 	var last OrchestrationStatus
-	err := poll(ctx, wake, func() (bool, error) {
+	err := c.poll(ctx, wake, func() (bool, error) {
 		st, err := c.Status(ctx, instance)
 		if err != nil {
 			return false, err
@@ -236,11 +236,12 @@ func (c *Client) waitUntil(ctx context.Context, instance, op string, ready func(
 }
 
 // poll calls check until it reports done, waiting 5 ms doubling to 100 ms between
-// calls, or less when wake fires. A retryable provider error (IsRetryable) is
+// calls, or less when wake fires or the provider reports a change of its storage
+// (ChangeNotifier: another process's commit). A retryable provider error (IsRetryable) is
 // retried like a check that is not done yet, so a wait rides out a provider's
 // transient faults; any other error is returned at once. When ctx ends first, its
 // error is returned, naming the last provider error seen.
-func poll(ctx context.Context, wake <-chan struct{}, check func() (bool, error)) error {
+func (c *Client) poll(ctx context.Context, wake <-chan struct{}, check func() (bool, error)) error {
 	var lastErr error
 	ended := func() error {
 		if lastErr != nil {
@@ -248,8 +249,13 @@ func poll(ctx context.Context, wake <-chan struct{}, check func() (bool, error))
 		}
 		return ctx.Err()
 	}
+	notifier, _ := c.p.(ChangeNotifier)
 	delay := 5 * time.Millisecond
 	for {
+		var changed <-chan struct{} // taken before the check: a change in between is not missed
+		if notifier != nil {
+			changed = notifier.Changed()
+		}
 		done, err := check()
 		switch {
 		case err == nil && done:
@@ -270,6 +276,7 @@ func poll(ctx context.Context, wake <-chan struct{}, check func() (bool, error))
 			t.Stop()
 			return ended()
 		case <-wake:
+		case <-changed:
 		case <-t.C:
 		}
 		t.Stop()
@@ -299,7 +306,7 @@ func (c *Client) KVAll(ctx context.Context, instance string) (map[string]string,
 // Retryable provider errors are retried (see poll).
 func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, error) {
 	var v string
-	err := poll(ctx, nil, func() (ok bool, err error) {
+	err := c.poll(ctx, nil, func() (ok bool, err error) {
 		v, ok, err = c.KV(ctx, instance, key)
 		return ok, err
 	})

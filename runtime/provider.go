@@ -219,6 +219,16 @@ type WorkAck struct {
 	Completion *WorkItem
 }
 
+// ChangeNotifier is implemented by providers that can tell a waiting client that
+// their storage changed, whoever changed it (another process included), so that
+// Client waits see an instance end within milliseconds instead of at their next
+// poll (up to 100 ms later).
+type ChangeNotifier interface {
+	// Changed returns a channel closed at the next change (nil: none will be
+	// reported). Callers take it before reading the state they wait for.
+	Changed() <-chan struct{}
+}
+
 // PendingStartReader is implemented by providers that can show a start queued for
 // an instance whose first turn has not committed yet. Client.Status uses it, only
 // for an instance without history, to report StatePending instead of

@@ -113,6 +113,9 @@ func Open(path string, o Options) (*sqlx.DB, error) {
 			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 		}
 		runtime.AddCleanup(db, func(c driver.Conn) { c.Close() }, keeper)
+		// No other process can share it; and the watcher's reads would meet the
+		// shared cache's table locks, which ignore the busy timeout.
+		watchers.Store(db, &Watcher{off: true})
 	}
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
@@ -156,6 +159,9 @@ func (c *connector) Driver() driver.Driver { return sqliteDriver }
 // progress ends, and waits for the others to be released (database/sql closes them
 // then), up to the busy timeout, which bounds a statement's wait for the database.
 func (c *connector) Close() error {
+	if w, ok := watchers.LoadAndDelete(c.db); ok {
+		w.(*Watcher).halt()
+	}
 	if w, ok := writers.LoadAndDelete(c.db); ok {
 		w.(*Writer).release()
 	}
@@ -198,6 +204,9 @@ type Writer struct {
 	db   *sqlx.DB
 	conn *sqlx.Conn
 	idle *time.Timer // releases the connection writerIdle after the last transaction
+	// commits counts the transactions it committed, for a Watcher to tell this
+	// process's commits from others'.
+	commits atomic.Uint64
 }
 
 // Run runs fn in a write transaction on the writer's connection (see sqltx.Run).
@@ -219,6 +228,9 @@ func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		}
 		return ctx.Err()
 	})
+	if err == nil {
+		w.commits.Add(1)
+	}
 	if badConn(err) {
 		w.drop()
 	} else if err != nil && w.conn != nil {

@@ -61,6 +61,9 @@ type Queue struct {
 	stmts  *stmtcache.Cache
 	hub    wake.Hub
 	closed atomic.Bool
+	// unwatch ends the subscription that wakes this process's long polls when
+	// another process commits (sqlitedb.Watcher).
+	unwatch func()
 }
 
 var _ mq.MessageQueue = (*Queue)(nil)
@@ -75,7 +78,7 @@ func Open(path string, o Options) (*Queue, error) {
 	q := New(db, o)
 	q.owned = true
 	if err := q.Migrate(context.Background()); err != nil {
-		db.Close()
+		q.Close()
 		return nil, openError(err)
 	}
 	return q, nil
@@ -90,7 +93,9 @@ func openError(err error) error {
 }
 
 // New returns a queue over db, a database the caller owns (Close leaves it open) and
-// may share with other stores. Call Migrate before use.
+// may share with other stores. Call Migrate before use. Until Close, the queue
+// watches db for other processes' commits on one connection of db's pool (one per
+// database, however many queues).
 func New(db *sqlx.DB, o Options) *Queue {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -98,8 +103,20 @@ func New(db *sqlx.DB, o Options) *Queue {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{db: db, now: o.Now, log: o.Logger, writer: sqlitedb.WriterOf(db), stmts: stmtcache.New(db)}
+	q := &Queue{db: db, now: o.Now, log: o.Logger, writer: sqlitedb.WriterOf(db), stmts: stmtcache.New(db)}
+	// SQLite signals nothing across processes: a watcher polling the database wakes
+	// the long polls within milliseconds of another process's commit.
+	q.unwatch = sqlitedb.WatcherOf(db).Subscribe(q.hub.NotifyAll)
+	return q
 }
+
+// changedKey names the hub channel of Changed: no queue has an empty name.
+const changedKey = ""
+
+// Changed returns a channel closed at the next change of the database seen by this
+// process: a commit of another process (noticed within about 10 ms) or Close. Take
+// it before reading the state it waits for, so a change in between is not missed.
+func (q *Queue) Changed() <-chan struct{} { return q.hub.Chan(changedKey) }
 
 // Migrate creates or upgrades the queue's tables. It is idempotent and safe when
 // several processes call it at once.
@@ -655,6 +672,7 @@ func (q *Queue) Close() error {
 	if q.closed.Swap(true) {
 		return nil
 	}
+	q.unwatch()
 	q.hub.NotifyAll() // long polls in progress end with ErrClosed
 	err := q.stmts.Close()
 	if q.owned {

@@ -22,7 +22,8 @@
 //
 // The wrapper implements runtime.BatchProvider and runtime.ManagedProvider exactly
 // when the provider it wraps does, so the runtime takes the same code paths as over
-// the provider itself; it always implements runtime.PendingStartReader and
-// runtime.ReasonAbandoner, falling back to what a provider without them does.
+// the provider itself; it always implements runtime.PendingStartReader,
+// runtime.ReasonAbandoner and runtime.ChangeNotifier, falling back to what a
+// provider without them does.
 // Management calls and Close are never faulted.
 package faultprovider

@@ -213,6 +213,15 @@ func (w *provider) AbandonOrchestrationItemWithReason(ctx context.Context, token
 	})
 }
 
+// Changed implements runtime.ChangeNotifier for every wrapped provider, never
+// faulted: nil (no notice) when the wrapped provider has none.
+func (w *provider) Changed() <-chan struct{} {
+	if c, ok := w.p.(runtime.ChangeNotifier); ok {
+		return c.Changed()
+	}
+	return nil
+}
+
 // withCapabilities returns w with the batch and management interfaces of its
 // wrapped provider, which the runtime and clients type-assert: one type per
 // combination, since Go cannot add methods to a value at run time.
