@@ -27,9 +27,9 @@ const crashChildEnv = "DUROQ_RUNTIME_CRASH_CHILD"
 
 func crashChild() string { return os.Getenv(crashChildEnv) }
 
-// crashCacheEnv tells the child whether its runtime keeps a state cache (a bool), as
-// the scenario's runtimes do.
-const crashCacheEnv = "DUROQ_RUNTIME_CRASH_CHILD_CACHE"
+// childCacheEnv tells a child process whether its runtime keeps a state cache (a
+// bool), as the scenario's runtimes do.
+const childCacheEnv = "DUROQ_RUNTIME_CHILD_CACHE"
 
 const (
 	crashInstances = 20
@@ -71,20 +71,45 @@ func crashOptions() runtime.Options {
 
 // runCrashChild is the killed process: it runs the crash registry until killed.
 func runCrashChild(t *testing.T, f RuntimeFactory, location string) {
+	runChildRuntime(t, f, location, crashRegistry(t), crashOptions())
+}
+
+// runChildRuntime is a child process of a case: it opens the store at location and
+// runs reg with opts, in the parent's state cache mode, until killed (or long after
+// the parent's waits end).
+func runChildRuntime(t *testing.T, f RuntimeFactory, location string, reg *runtime.Registry, opts runtime.Options) {
 	p, err := f.Open(location)
 	if err != nil {
-		t.Fatalf("crash child: open %s: %v", location, err)
+		t.Fatalf("child process: open %s: %v", location, err)
 	}
 	defer p.Close()
-	cache, _ := strconv.ParseBool(os.Getenv(crashCacheEnv))
+	cache, _ := strconv.ParseBool(os.Getenv(childCacheEnv))
 	child := &rig{t: t, P: p, cache: cache}
-	rt, err := runtime.New(p, crashRegistry(t), child.options(crashOptions()))
+	rt, err := runtime.New(p, reg, child.options(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
 	defer cancel()
-	_ = rt.Run(ctx) // killed long before this returns
+	_ = rt.Run(ctx)
+}
+
+// startChild re-executes the test binary as a child process of the case t runs:
+// only the top-level test runs, and it turns into the child at once, seeing env
+// (KEY=value) and the case's state cache mode. The child's output is collected in
+// the returned builder; the child is killed when the test ends.
+func startChild(t *testing.T, e renv, env string) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	top := strings.SplitN(t.Name(), "/", 2)[0]
+	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.count=1", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), env, childCacheEnv+"="+strconv.FormatBool(e.cache))
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start a child process: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, out
 }
 
 func rtChildKilledMidRun(t *testing.T, e renv) {
@@ -105,15 +130,7 @@ func rtChildKilledMidRun(t *testing.T, e renv) {
 		}
 	}
 
-	// The child runs only the top-level test, which turns into the child at once.
-	top := strings.SplitN(t.Name(), "/", 2)[0]
-	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.count=1", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+location, crashCacheEnv+"="+strconv.FormatBool(e.cache))
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the crash child: %v", err)
-	}
+	cmd, out := startChild(t, e, crashChildEnv+"="+location)
 	// Kill it once it has finished some instances but not all.
 	doneBefore := 0
 	deadline := time.Now().Add(waitTimeout)

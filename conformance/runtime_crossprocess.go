@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,20 +34,7 @@ func wakeRegistry(t *testing.T) *runtime.Registry {
 // runWakeChild is the worker process: a runtime with the default options (a 30 s
 // poll timeout) until the parent kills it.
 func runWakeChild(t *testing.T, f RuntimeFactory, location string) {
-	p, err := f.Open(location)
-	if err != nil {
-		t.Fatalf("worker process: open %s: %v", location, err)
-	}
-	defer p.Close()
-	cache, _ := strconv.ParseBool(os.Getenv(crashCacheEnv))
-	child := &rig{t: t, P: p, cache: cache}
-	rt, err := runtime.New(p, wakeRegistry(t), child.options(runtime.Options{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
-	defer cancel()
-	_ = rt.Run(ctx)
+	runChildRuntime(t, f, location, wakeRegistry(t), runtime.Options{})
 }
 
 // A client process starts one-activity orchestrations one at a time and waits for
@@ -69,15 +52,7 @@ func rtCrossProcessWakeUp(t *testing.T, e renv) {
 		t.Fatalf("open %s: %v", location, err)
 	}
 	defer p.Close()
-	top := strings.SplitN(t.Name(), "/", 2)[0]
-	worker := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.count=1", "-test.timeout=5m")
-	worker.Env = append(os.Environ(), wakeChildEnv+"="+location, crashCacheEnv+"="+strconv.FormatBool(e.cache))
-	var out strings.Builder
-	worker.Stdout, worker.Stderr = &out, &out
-	if err := worker.Start(); err != nil {
-		t.Fatalf("start the worker process: %v", err)
-	}
-	defer func() { _ = worker.Process.Kill(); _ = worker.Wait() }()
+	_, out := startChild(t, e, wakeChildEnv+"="+location)
 
 	c := runtime.NewClient(p)
 	run := func(id string, bound time.Duration) time.Duration {
