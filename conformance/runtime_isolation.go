@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -153,7 +156,12 @@ func rtActivityIgnoringCancellationDoesNotHoldRun(t *testing.T, e renv) {
 		orch("CallsStuck", func(ctx *runtime.Context, in string) (string, error) {
 			return ctx.ScheduleActivity("Stuck", in).Get()
 		})
-	h := r.startFast(reg.Registry, func(o *runtime.Options) { o.ActivityCancellationGrace = time.Minute })
+	var logs strings.Builder
+	var logsMu sync.Mutex
+	h := r.startFast(reg.Registry, func(o *runtime.Options) {
+		o.ActivityCancellationGrace = time.Minute
+		o.Logger = slog.New(slog.NewTextHandler(lockedWriter{&logsMu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
 	r.startOrch("stuck", "CallsStuck", "")
 	select {
 	case <-started:
@@ -164,6 +172,12 @@ func rtActivityIgnoringCancellationDoesNotHoldRun(t *testing.T, e renv) {
 	h.stop()
 	if took := time.Since(began); took > fastOptions().DrainTimeout+4*time.Second {
 		t.Fatalf("Run returned %v after its context ended, with an activity ignoring cancellation", took)
+	}
+	logsMu.Lock()
+	logged := logs.String()
+	logsMu.Unlock()
+	if !strings.Contains(logged, "activity still running as the runtime stops") || !strings.Contains(logged, "instance=stuck") {
+		t.Errorf("the activity left running is not logged with its instance; warnings:\n%s", logged)
 	}
 	// The runtime's worker still waits for the activity: release it and let the
 	// worker settle it before the provider is closed.
@@ -176,4 +190,16 @@ func rtActivityIgnoringCancellationDoesNotHoldRun(t *testing.T, e renv) {
 		d, err := m.Management().GetQueueDepths(context.Background())
 		return err == nil && d.WorkerQueue == 0
 	})
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

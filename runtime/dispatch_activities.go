@@ -173,6 +173,8 @@ func (r *Runtime) ackCommitter(ctx context.Context, bp BatchProvider, batched bo
 func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease, settle func(settledActivity), last *lastErrors) {
 	item := &lease.Item
 	log := r.log.With("instance", item.Instance, "execution", item.ExecutionID, "activity", item.Name, "activity_id", item.ID)
+	r.activities.Store(lease, log) // for Run to name it if it outlives the runtime
+	defer r.activities.Delete(lease)
 	if item.SessionID != "" {
 		if !r.sessions.acquire(item.SessionID, r.opts.MaxSessionsPerRuntime) {
 			// Claimed by a fetch that raced the cap: give it back for a moment.

@@ -194,12 +194,13 @@ type Runtime struct {
 	opts Options
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	running  bool
-	stop     context.CancelFunc // stops fetching (drain)
-	fatal    error              // why the runtime stopped itself (Run returns it)
-	finished chan struct{}
-	turns    sync.WaitGroup // batches whose slow turns are awaited apart from their dispatcher
+	mu         sync.Mutex
+	running    bool
+	stop       context.CancelFunc // stops fetching (drain)
+	fatal      error              // why the runtime stopped itself (Run returns it)
+	finished   chan struct{}
+	turns      sync.WaitGroup // batches whose slow turns are awaited apart from their dispatcher
+	activities sync.Map       // *WorkItemLease → *slog.Logger: the activities running
 
 	sessions sessionTracker
 	notify   *completions
@@ -270,7 +271,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 			r.states.close()
 		case <-time.After(stopBound):
 			// Only user code that ignores its context holds a dispatcher this long
-			// (each such activity or turn is logged with its instance).
+			// (a turn given up is logged with its instance when it is).
+			r.activities.Range(func(_, log any) bool {
+				log.(*slog.Logger).Warn("activity still running as the runtime stops: it ignores its context; its goroutine is left running")
+				return true
+			})
 			r.log.Warn("runtime stopped with work still running", "waited", stopBound)
 		}
 	}
