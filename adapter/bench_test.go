@@ -18,6 +18,14 @@ func benchSQLite(b *testing.B) runtime.Provider {
 	return p
 }
 
+func benchSQLiteFull(b *testing.B) runtime.Provider {
+	p, err := adapter.OpenSQLite(filepath.Join(b.TempDir(), "bench.db"), adapter.SQLiteOptions{DB: adapter.SQLiteDBOptions{Synchronous: "FULL"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
 func benchPostgres(b *testing.B) runtime.Provider {
 	dsn, schema := pgtest.Schema(b)
 	p, err := openPostgres(schema + " " + dsn)
@@ -36,6 +44,7 @@ func BenchmarkRuntimeSQLite(b *testing.B)   { bench.Runtime(b, benchSQLite) }
 func BenchmarkRuntimePostgres(b *testing.B) { bench.Runtime(b, benchPostgres) }
 
 // BenchmarkProvider* measure the provider contract alone.
-func BenchmarkProviderMemory(b *testing.B)   { bench.Provider(b, benchMemory) }
-func BenchmarkProviderSQLite(b *testing.B)   { bench.Provider(b, benchSQLite) }
-func BenchmarkProviderPostgres(b *testing.B) { bench.Provider(b, benchPostgres) }
+func BenchmarkProviderMemory(b *testing.B)     { bench.Provider(b, benchMemory) }
+func BenchmarkProviderSQLite(b *testing.B)     { bench.Provider(b, benchSQLite) }
+func BenchmarkProviderSQLiteFull(b *testing.B) { bench.Provider(b, benchSQLiteFull) }
+func BenchmarkProviderPostgres(b *testing.B)   { bench.Provider(b, benchPostgres) }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/duroq/duroq/runtime"
@@ -48,6 +49,7 @@ func Runtime(b *testing.B, f ProviderFactory) {
 // (fetch of a start item, ack appending two events and enqueueing one activity) and
 // one activity (fetch, ack with its completion).
 func Provider(b *testing.B, f ProviderFactory) {
+	b.Run("ConcurrentStarts", func(b *testing.B) { benchConcurrentStarts(b, f) })
 	b.Run("TurnAndActivity", func(b *testing.B) {
 		p := openProvider(b, f)
 		ctx := context.Background()
@@ -82,4 +84,22 @@ func Provider(b *testing.B, f ProviderFactory) {
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
 	})
+}
+
+// benchConcurrentStarts: an op is one Client.StartOrchestration, made by 32
+// goroutines per CPU at once, as a web process serving many requests does.
+func benchConcurrentStarts(b *testing.B, f ProviderFactory) {
+	c := runtime.NewClient(openProvider(b, f))
+	var next atomic.Int64
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := fmt.Sprintf("start-%d", next.Add(1))
+			if err := c.StartOrchestration(context.Background(), id, "O", ""); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "starts/s")
 }
