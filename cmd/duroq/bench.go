@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,6 +21,8 @@ import (
 	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/runtime"
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, to drop the benchmark's schema
 )
 
 const benchUsage = `usage: duroq bench <workload> [flags]
@@ -72,7 +75,7 @@ func benchCmd(args []string, out io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	open := func() (*adapter.Provider, string, error) {
+	open := func() (*benchBackend, error) {
 		return openBenchBackend(ctx, *backend, *dir, *dsn, *syncMode)
 	}
 	machine := fmt.Sprintf("%d CPUs, %s/%s, %s", goruntime.NumCPU(), goruntime.GOOS, goruntime.GOARCH, goruntime.Version())
@@ -92,7 +95,7 @@ func benchCmd(args []string, out io.Writer) error {
 	if *prefill {
 		cfg.Concurrency = 0
 	}
-	p, setting, err := open()
+	p, err := open()
 	if err != nil {
 		return err
 	}
@@ -101,7 +104,7 @@ func benchCmd(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r.Settings += " · backend: " + setting + " · " + machine
+	r.Settings += " · backend: " + p.setting + " · " + machine
 	if *asJSON {
 		return json.NewEncoder(out).Encode(r)
 	}
@@ -109,37 +112,79 @@ func benchCmd(args []string, out io.Writer) error {
 	return nil
 }
 
+// benchBackend is a fresh provider of `duroq bench` and what it leaves behind: Close
+// closes the provider, then removes the temporary directory of its SQLite file or
+// drops its PostgreSQL schema.
+type benchBackend struct {
+	*adapter.Provider
+	setting string       // what it is, for the report
+	remove  func() error // nil: nothing to remove
+}
+
+func (b *benchBackend) Close() error {
+	err := b.Provider.Close()
+	if b.remove != nil {
+		err = errors.Join(err, b.remove())
+	}
+	return err
+}
+
 // openBenchBackend opens a fresh provider of the named backend and describes it.
-func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (*adapter.Provider, string, error) {
+func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (*benchBackend, error) {
 	sync := strings.ToUpper(syncMode)
 	if sync != "NORMAL" && sync != "FULL" {
-		return nil, "", fmt.Errorf("bench: -sync %q: want normal or full", syncMode)
+		return nil, fmt.Errorf("bench: -sync %q: want normal or full", syncMode)
 	}
 	switch backend {
 	case "sqlite", "sqlite-memory":
 		path := ":memory:"
+		var remove func() error
 		if backend == "sqlite" {
 			if dir == "" {
-				var err error
-				if dir, err = os.MkdirTemp("", "duroq-bench-"); err != nil {
-					return nil, "", err
+				tmp, err := os.MkdirTemp("", "duroq-bench-")
+				if err != nil {
+					return nil, err
 				}
+				dir, remove = tmp, func() error { return os.RemoveAll(tmp) }
 			} else if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, "", fmt.Errorf("bench: -dir: %w", err)
+				return nil, fmt.Errorf("bench: -dir: %w", err)
 			}
 			path = filepath.Join(dir, fmt.Sprintf("bench-%d.db", time.Now().UnixNano()))
 		}
 		p, err := adapter.OpenSQLite(path, adapter.SQLiteOptions{DB: adapter.SQLiteDBOptions{Synchronous: sync}})
-		return p, fmt.Sprintf("SQLite %s (WAL, synchronous=%s)", path, sync), err
+		if err != nil {
+			if remove != nil {
+				err = errors.Join(err, remove())
+			}
+			return nil, err
+		}
+		return &benchBackend{Provider: p, setting: fmt.Sprintf("SQLite %s (WAL, synchronous=%s)", path, sync), remove: remove}, nil
 	case "postgres":
 		if dsn == "" {
-			return nil, "", errors.New("bench: the postgres backend needs -dsn or $DUROQ_POSTGRES_DSN")
+			return nil, errors.New("bench: the postgres backend needs -dsn or $DUROQ_POSTGRES_DSN")
 		}
 		schema := fmt.Sprintf("duroq_bench_%d", time.Now().UnixNano())
+		drop := func() error { return dropSchema(dsn, schema) }
 		p, err := adapter.OpenPostgres(ctx, dsn, adapter.PostgresOptions{DB: adapter.PostgresDBOptions{Schema: schema}})
-		return p, "PostgreSQL schema " + schema, err
+		if err != nil {
+			return nil, errors.Join(err, drop())
+		}
+		return &benchBackend{Provider: p, setting: "PostgreSQL schema " + schema, remove: drop}, nil
 	}
-	return nil, "", fmt.Errorf("bench: unknown backend %q (want sqlite, sqlite-memory or postgres)", backend)
+	return nil, fmt.Errorf("bench: unknown backend %q (want sqlite, sqlite-memory or postgres)", backend)
+}
+
+// dropSchema drops the benchmark's schema and everything in it.
+func dropSchema(dsn, schema string) error {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.Exec("DROP SCHEMA IF EXISTS " + pgx.Identifier{schema}.Sanitize() + " CASCADE"); err != nil {
+		return fmt.Errorf("bench: drop schema %s: %w", schema, err)
+	}
+	return nil
 }
 
 // queueConfigs are the loads of `duroq bench queue`, on 10×n messages each.
@@ -151,20 +196,20 @@ var queueConfigs = []bench.QueueConfig{
 
 // queueBench runs `duroq bench queue`: each load of queueConfigs and the cycle, each
 // on a fresh backend.
-func queueBench(ctx context.Context, out io.Writer, open func() (*adapter.Provider, string, error), n int, asJSON bool, machine string) error {
+func queueBench(ctx context.Context, out io.Writer, open func() (*benchBackend, error), n int, asJSON bool, machine string) error {
 	var res struct {
 		Loads []bench.QueueReport `json:"loads"`
 		Cycle bench.CycleReport   `json:"cycle"`
 	}
 	run := func(measure func(q mq.MessageQueue) (fmt.Stringer, error)) error {
-		p, setting, err := open()
+		p, err := open()
 		if err != nil {
 			return err
 		}
 		defer p.Close()
 		r, err := measure(p.Queue())
 		if err == nil && !asJSON {
-			fmt.Fprintf(out, "%s\n  backend: %s · %s\n", r, setting, machine)
+			fmt.Fprintf(out, "%s\n  backend: %s · %s\n", r, p.setting, machine)
 		}
 		return err
 	}
