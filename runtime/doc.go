@@ -88,6 +88,16 @@
 //	nondeterminism                    positional matching                  CancellationPoison/CodeSwapTriggersNondeterminism, TestChangedCodeFailsWithNondeterminism
 //	crash recovery                    durable store, lock expiry           Crash/ChildKilledMidRunIsResumedByAnother, cmd/duroq TestDemoResumesAfterKill9
 //
+// Production robustness (duroq; duroxide has no counterpart for most of it):
+//
+//	code that blocks                  Options.TurnTimeout (turn given up, others go on; fails after MaxAttempts)  Isolation/BlockingTurnDoesNotStallOthers, BlockingCodeFailsAfterMaxAttempts
+//	bounded stop                      Run returns within DrainTimeout + 1 s; closed provider ends Run  Isolation/ActivityIgnoringCancellationDoesNotHoldRun, ClosedProviderStopsRun
+//	unstorable results fail at once   failed completion / LimitExceeded with the provider's reason  Isolation/UnstorableOutputFailsAtOnce, FailFast/OversizedActivityResultFailsAfterOneRun
+//	panic stacks, poison reasons      ErrorDetails.Stack, ErrorDetails.Message  FailFast/*Panic*, PoisonActivitySaysWhy, Isolation/UnregisteredFailsWithItsReason
+//	started but not run yet           StatePending, PendingReason (PendingStartReader, ReasonAbandoner)  Pending/*
+//	transient provider faults         waits retry; lost commit replies checked against history  Faults/*, package faultprovider
+//	other processes' commits          ChangeNotifier (SQLite: a file watcher)  CrossProcess/WakeUpLatency
+//
 // Client (§2.5):
 //
 //	start[_versioned]                 Client.StartOrchestration[Versioned], OrchestrationDef.Start  Basics/*, ContinueAsNewVersioning/StartUsesLatestOrExplicitVersion
