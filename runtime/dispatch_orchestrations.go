@@ -164,10 +164,16 @@ func newHeldItems(items []*OrchestrationItem) *heldItems {
 	return &heldItems{items: items, settled: make([]bool, len(items)), finishes: make([]bool, len(items))}
 }
 
-// live is the items whose lock is still held; unfinished those whose turn has not
-// finished.
-func (h *heldItems) live() []*OrchestrationItem       { return h.unmarked(h.settled) }
-func (h *heldItems) unfinished() []*OrchestrationItem { return h.unmarked(h.finishes) }
+// live is the items whose lock is still held; unfinished the indexes of those whose
+// turn has not finished.
+func (h *heldItems) live() []*OrchestrationItem {
+	var out []*OrchestrationItem
+	for _, i := range h.unmarked(h.settled) {
+		out = append(out, h.items[i])
+	}
+	return out
+}
+func (h *heldItems) unfinished() []int { return h.unmarked(h.finishes) }
 
 func (h *heldItems) settle(i int)   { h.mark(h.settled, i) }
 func (h *heldItems) finished(i int) { h.mark(h.finishes, i) }
@@ -178,13 +184,13 @@ func (h *heldItems) mark(marks []bool, i int) {
 	h.mu.Unlock()
 }
 
-func (h *heldItems) unmarked(marks []bool) []*OrchestrationItem {
+func (h *heldItems) unmarked(marks []bool) []int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []*OrchestrationItem
-	for i, item := range h.items {
-		if !marks[i] {
-			out = append(out, item)
+	var out []int
+	for i, marked := range marks {
+		if !marked {
+			out = append(out, i)
 		}
 	}
 	return out
@@ -240,17 +246,21 @@ func (r *Runtime) postpone(ctx context.Context, item *OrchestrationItem, delay t
 	}
 }
 
-// giveUp settles the items of b whose turns did not finish in time: at shutdown
-// they are released untouched; otherwise each is offered again with backoff, or, on
-// its last attempt, its instance fails saying its code blocked. The turns'
+// giveUp settles the items of b whose turns did not finish in time: those not
+// started, and all at shutdown, are released untouched; otherwise each is offered
+// again with backoff, or, on its last attempt, its instance fails saying its code
+// blocked. The turns'
 // goroutines cannot be stopped: their results, if they ever come, are discarded.
 func (r *Runtime) giveUp(ctx context.Context, b *turnBatch) {
 	started := min(int(b.next.Swap(int32(len(b.items)))), len(b.items)) // no runner starts another turn
-	for _, item := range b.held.unfinished() {
-		r.log.Error("orchestration code did not yield within the turn timeout; its goroutine is left running",
-			"instance", item.Instance, "execution", item.ExecutionID, "timeout", r.opts.TurnTimeout, "attempt", item.AttemptCount)
+	for _, i := range b.held.unfinished() {
+		item := b.items[i]
+		if i < started {
+			r.log.Error("orchestration code did not yield within the turn timeout; its goroutine is left running",
+				"instance", item.Instance, "execution", item.ExecutionID, "timeout", r.opts.TurnTimeout, "attempt", item.AttemptCount)
+		}
 		switch {
-		case ctx.Err() != nil:
+		case i >= started || ctx.Err() != nil: // never run, or shutting down
 			if err := r.p.AbandonOrchestrationItem(context.WithoutCancel(ctx), item.LockToken, 0, true); err != nil {
 				r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
 			}
