@@ -32,6 +32,11 @@ type Options struct {
 	// (and that no message in the batch would create) waits before it is offered
 	// again. Default 1s.
 	OrphanRetry time.Duration
+	// OrphanTTL is how long such messages (an event raised or a cancellation sent
+	// for an instance that was never started, a completion racing ahead of a start)
+	// wait for their instance to exist: when the newest of them is older, they are
+	// dropped with a warning instead of being offered again forever. Default 1 h.
+	OrphanTTL time.Duration
 	// Logger receives warnings (dropped orphan messages); nil is silent.
 	Logger *slog.Logger
 }
@@ -39,16 +44,17 @@ type Options struct {
 // Provider implements runtime.Provider and runtime.ProviderAdmin over a queue and an
 // event store that commit together.
 type Provider struct {
-	q        mq.MessageQueue
-	s        eventstore.EventStore
-	b        binding
-	orchQ    string
-	workQ    string
-	now      func() time.Time
-	orphan   time.Duration
-	log      *slog.Logger
-	closeAll func() error
-	writes   atomic.Uint64
+	q         mq.MessageQueue
+	s         eventstore.EventStore
+	b         binding
+	orchQ     string
+	workQ     string
+	now       func() time.Time
+	orphan    time.Duration
+	orphanTTL time.Duration
+	log       *slog.Logger
+	closeAll  func() error
+	writes    atomic.Uint64
 }
 
 var (
@@ -78,11 +84,14 @@ func New(q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, erro
 	if o.OrphanRetry <= 0 {
 		o.OrphanRetry = time.Second
 	}
+	if o.OrphanTTL <= 0 {
+		o.OrphanTTL = time.Hour
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{q: q, s: s, b: b, orchQ: o.OrchestratorQueue, workQ: o.WorkerQueue, now: o.Now,
-		orphan: o.OrphanRetry, log: o.Logger, closeAll: func() error { return errors.Join(q.Close(), s.Close()) }}, nil
+		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, closeAll: func() error { return errors.Join(q.Close(), s.Close()) }}, nil
 }
 
 // NewMemory returns a provider over a fresh in-memory queue and store sharing one

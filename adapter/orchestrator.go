@@ -79,7 +79,7 @@ func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st *event
 	item := &runtime.OrchestrationItem{Instance: instance, Messages: msgs, LockToken: b.Token,
 		AttemptCount: uint32(b.MaxAttempt()), ExecutionID: runtime.InitialExecutionID}
 	if st == nil {
-		return p.newInstanceItem(ctx, item)
+		return p.newInstanceItem(ctx, item, b)
 	}
 	info := st.Info
 	item.OrchestrationName, item.Version, item.ExecutionID = info.Name, info.Version, uint64(info.CurrentPartition)
@@ -98,8 +98,9 @@ func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st *event
 	return item, nil
 }
 
-// newInstanceItem completes the item of an instance that has no stored state yet.
-func (p *Provider) newInstanceItem(ctx context.Context, item *runtime.OrchestrationItem) (*runtime.OrchestrationItem, error) {
+// newInstanceItem completes the item of an instance that has no stored state yet,
+// fetched as b.
+func (p *Provider) newInstanceItem(ctx context.Context, item *runtime.OrchestrationItem, b *mq.Batch) (*runtime.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	name, version := nameFrom(nil, item.Messages)
 	if name != "" {
@@ -116,7 +117,20 @@ func (p *Provider) newInstanceItem(ctx context.Context, item *runtime.Orchestrat
 			"instance", item.Instance, "messages", len(item.Messages))
 		return nil, classify(op, p.q.Ack(ctx, item.LockToken))
 	}
-	// Other messages (a completion or a cancellation racing ahead of a start) wait.
+	// Other messages (a completion or a cancellation racing ahead of a start) wait,
+	// for OrphanTTL at most: an instance that never comes would have them offered
+	// again forever.
+	var newest time.Time
+	for _, d := range b.Messages {
+		if d.EnqueuedAt.After(newest) {
+			newest = d.EnqueuedAt
+		}
+	}
+	if p.now().Sub(newest) > p.orphanTTL {
+		p.log.Warn("dropping messages for an instance that was never started", "instance", item.Instance,
+			"messages", len(item.Messages), "kind", item.Messages[0].Kind, "ttl", p.orphanTTL)
+		return nil, classify(op, p.q.Ack(ctx, item.LockToken))
+	}
 	return nil, classify(op, p.q.Abandon(ctx, item.LockToken, mq.AbandonOptions{Delay: p.orphan, IgnoreAttempt: true, ReleaseKey: true}))
 }
 
