@@ -36,22 +36,24 @@ type exclusions struct{ keys, sessions []string }
 
 // loss says why an attempt was undone; the zero value is no loss.
 type loss struct {
-	key     string // the routing key is held by another consumer
-	session string // the session is held by another owner, or busy
+	keys    []string // routing keys held by other consumers
+	session string   // the session is held by another owner, or busy
 	// busy: another attempt is claiming the session with an older message right now.
 	// The session is not excluded: if that attempt was by the same owner, the session
 	// is ours to share once it commits.
 	busy bool
 }
 
-func (l loss) lost() bool { return l.key != "" || l.session != "" }
+func (l loss) lost() bool { return len(l.keys) > 0 || l.session != "" }
 
 // add excludes what l lost and reports whether it did (a busy session is retried).
 func (e *exclusions) add(l loss) bool {
 	switch {
-	case l.key != "":
-		if !slices.Contains(e.keys, l.key) {
-			e.keys = append(e.keys, l.key)
+	case len(l.keys) > 0:
+		for _, k := range l.keys {
+			if !slices.Contains(e.keys, k) {
+				e.keys = append(e.keys, k)
+			}
 		}
 	case l.busy:
 		return false
@@ -133,6 +135,7 @@ func (q *Queue) poll(ctx context.Context, queue string, opts mq.DequeueOptions, 
 	if opts.Wait > 0 {
 		q.startListening()
 	}
+	q.ensureStats(ctx)
 	bs, err := wake.Poll(ctx, &q.hub, queue, opts.Wait, q.now, func() ([]*mq.Batch, bool, time.Time, error) {
 		bs, next, err := q.dequeue(ctx, queue, opts, max)
 		return bs, len(bs) > 0, next, err
@@ -145,7 +148,7 @@ func (q *Queue) poll(ctx context.Context, queue string, opts mq.DequeueOptions, 
 
 // dequeue makes transactions of attempts until one wins up to max batches or finds
 // nothing eligible. A transaction whose first attempt loses is rolled back (which
-// frees its candidate row and key lock) and the next one skips what it lost.
+// frees its candidate rows and key locks) and the next one skips what it lost.
 func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, time.Time, error) {
 	var ex exclusions
 	for range maxLosses {
@@ -155,7 +158,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOption
 			l    loss
 		)
 		err := q.inTx(ctx, "dequeue", func(tx *sqlx.Tx) (err error) {
-			bs, next, l, err = q.take(ctx, tx, queue, opts, &ex, max)
+			bs, next, l, err = q.take(ctx, tx, queue, opts, &ex, max, true)
 			if err == nil && l.lost() {
 				return errLost
 			}
@@ -179,15 +182,31 @@ func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOption
 // (then next is when a message becomes visible, if it holds none). It reports the
 // loss of a first attempt, which the caller undoes. A later lost attempt ends the
 // transaction's work instead: it wrote nothing, and the locks it may hold (its
-// candidate row, the key's advisory lock) end with the commit that follows at once,
-// so it waits for nothing while holding them (the deadlock argument of doc.go).
-// Likewise, batches after the first take no session message: a transaction that
-// claims or touches at most one session row cannot wait for sessions in an order
-// of its own.
-func (q *Queue) take(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int) ([]*mq.Batch, time.Time, loss, error) {
+// candidate rows, the keys' advisory locks) end with the commit that follows at
+// once, so it waits for nothing while holding them (the deadlock argument of
+// doc.go). A session message can only be the first batch, taken alone by attempt:
+// a transaction that claims or touches at most one session row cannot wait for
+// sessions in an order of its own. The others are taken many at a time by
+// attemptMany.
+func (q *Queue) take(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int, async bool) ([]*mq.Batch, time.Time, loss, error) {
 	var bs []*mq.Batch
 	for len(bs) < max {
-		b, next, l, err := q.attempt(ctx, tx, queue, opts, ex, true)
+		var (
+			got  []*mq.Batch
+			next time.Time
+			l    loss
+			err  error
+		)
+		if opts.Session != nil {
+			var b *mq.Batch
+			b, next, l, err = q.attempt(ctx, tx, queue, opts, ex, async)
+			if b != nil {
+				got = []*mq.Batch{b}
+			}
+			opts.Session = nil
+		} else {
+			got, next, l, err = q.attemptMany(ctx, tx, queue, opts, ex, max-len(bs), async)
+		}
 		switch {
 		case err != nil:
 			return nil, time.Time{}, loss{}, err
@@ -195,13 +214,12 @@ func (q *Queue) take(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.Deq
 			return nil, time.Time{}, l, nil
 		case l.lost():
 			return bs, time.Time{}, loss{}, nil
-		case b == nil && len(bs) == 0:
+		case len(got) == 0 && len(bs) == 0:
 			return nil, next, loss{}, nil
-		case b == nil:
+		case len(got) == 0:
 			return bs, time.Time{}, loss{}, nil
 		}
-		bs = append(bs, b)
-		opts.Session = nil
+		bs = append(bs, got...)
 	}
 	return bs, time.Time{}, loss{}, nil
 }
@@ -211,20 +229,39 @@ func (q *Queue) take(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.Deq
 // queue becomes visible (zero if none is pending). Attempts lost to other consumers
 // are rolled back to a savepoint, so they leave no lock behind in tx.
 func (q *Queue) DequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions) (*mq.Batch, time.Time, error) {
+	bs, next, err := q.dequeueTx(ctx, tx, queue, opts, 1)
+	if len(bs) == 0 {
+		return nil, next, err
+	}
+	return bs[0], time.Time{}, err
+}
+
+// DequeueManyTx is DequeueBatches without waiting, inside tx: up to max batches in
+// a constant number of statements (see attemptMany).
+func (q *Queue) DequeueManyTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error) {
+	bs, _, err := q.dequeueTx(ctx, tx, queue, opts, max)
+	return bs, err
+}
+
+func (q *Queue) dequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, time.Time, error) {
 	const op = "dequeue"
 	opts, err := q.normalize(queue, opts)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
+	if err := mq.CheckDequeueMax(op, max); err != nil {
+		return nil, time.Time{}, err
+	}
 	if q.closed.Load() {
 		return nil, time.Time{}, mq.Closed(op)
 	}
+	q.ensureStats(ctx)
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT mq_dequeue`); err != nil {
 		return nil, time.Time{}, wrap(op, err)
 	}
 	var ex exclusions
 	for range maxLosses {
-		b, next, l, err := q.attempt(ctx, tx, queue, opts, &ex, false)
+		bs, next, l, err := q.take(ctx, tx, queue, opts, &ex, max, false)
 		if err != nil {
 			return nil, time.Time{}, wrap(op, err)
 		}
@@ -243,7 +280,7 @@ func (q *Queue) DequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts m
 		if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT mq_dequeue`); err != nil {
 			return nil, time.Time{}, wrap(op, err)
 		}
-		return b, next, nil
+		return bs, next, nil
 	}
 	if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT mq_dequeue`); err != nil {
 		return nil, time.Time{}, wrap(op, err)
@@ -275,6 +312,7 @@ type candidate struct {
 
 type lockedRow struct {
 	ID         int64          `db:"id"`
+	Token      string         `db:"token"`
 	Payload    []byte         `db:"payload"`
 	Attempts   int            `db:"attempts"`
 	EnqueuedAt int64          `db:"enqueued_at"`
@@ -317,28 +355,13 @@ func (q *Queue) attempt(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 	case c.RoutingKey.Valid:
 		key := c.RoutingKey.String
 		if !c.KeyLocked.Bool {
-			return nil, time.Time{}, loss{key: key}, nil
+			return nil, time.Time{}, loss{keys: []string{key}}, nil
 		}
-		// Read the clock again: the key's advisory lock is ours now, so whatever its
-		// previous holders did (an Abandon making messages visible again) committed
-		// with times no later than this.
-		now = q.now()
-		until = micros(now.Add(opts.LockTimeout))
-		query, args := keyQuery(queue, key, opts, micros(now), token, until)
-		var rows []lockedRow
-		if err := sqlx.SelectContext(ctx, tx, &rows, query, args...); err != nil {
-			return nil, time.Time{}, loss{}, err
+		bs, err := q.lockKeys(ctx, tx, queue, []string{key}, opts)
+		if err != nil || len(bs) == 0 { // locked by a consumer that committed after our candidate's snapshot
+			return nil, time.Time{}, loss{keys: []string{key}}, err
 		}
-		if len(rows) == 0 { // locked by a consumer that committed after our candidate's snapshot
-			return nil, time.Time{}, loss{key: key}, nil
-		}
-		// RETURNING gives no order guarantee: the batch is in enqueue order.
-		slices.SortFunc(rows, func(a, b lockedRow) int { return cmp.Compare(a.ID, b.ID) })
-		b := &mq.Batch{Queue: queue, RoutingKey: key, Token: token, LockedUntil: fromMicros(until)}
-		for _, r := range rows {
-			b.Messages = append(b.Messages, delivery(r))
-		}
-		return b, time.Time{}, loss{}, nil
+		return bs[0], time.Time{}, loss{}, nil
 	case !c.Claimed:
 		if !c.Session.Valid {
 			return nil, time.Time{}, loss{}, fmt.Errorf("candidate message %d was neither claimed nor contended", c.ID.Int64)
@@ -444,17 +467,182 @@ FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
 	return sb.String(), a
 }
 
-// keyQuery renders the key statement of attempt: take routing key key of queue for
-// token until until unless someone else holds it at now (or, with a KeyAttr filter,
-// its attribute no longer passes), and lock the key's oldest eligible messages in id
-// order within opts.MaxMessages and opts.MaxBytes (the first always). The messages
-// are chosen in the statement's snapshot, taken after the key's advisory lock: every
-// other writer of the key's rows needs that lock, so nobody changes them before the
-// UPDATE (it may only wait for another consumer's candidate statement to let go of
-// one, unchanged).
-func keyQuery(queue, key string, opts mq.DequeueOptions, now int64, token string, until int64) (string, []any) {
+// scanned is a row of the scan statement of attemptMany: an un-keyed message it
+// claimed (ID), a routing key it met and whether its advisory lock was won
+// (RoutingKey), or its last row, saying when the next message becomes visible if it
+// found none.
+type scanned struct {
+	ID         sql.NullInt64  `db:"id"`
+	Token      sql.NullString `db:"token"`
+	Payload    []byte         `db:"payload"`
+	Attempts   sql.NullInt64  `db:"attempts"`
+	EnqueuedAt sql.NullInt64  `db:"enqueued_at"`
+	Tag        sql.NullString `db:"tag"`
+	Key        sql.NullString `db:"message_key"`
+	RoutingKey sql.NullString `db:"routing_key"`
+	Won        sql.NullBool   `db:"won"`
+	Next       sql.NullInt64  `db:"next_visible"`
+	Scanned    sql.NullInt64  `db:"scanned"`
+	Async      sql.NullString `db:"async_commit"`
+}
+
+// attemptMany is one dequeue attempt in tx for up to max batches of messages
+// without a session, in two statements whatever max is:
+//
+//  1. the scan statement locks the oldest eligible messages with FOR UPDATE SKIP
+//     LOCKED (rows other consumers are taking are skipped, never waited for), keeps
+//     those of the first max batches (an un-keyed message is a batch, a routing
+//     key's messages are one) and tries the advisory lock of each of their routing
+//     keys, which never waits. If it won every key, it also claims each un-keyed
+//     message (its token drawn by gen_random_uuid);
+//  2. if it won keys, lockKeys takes them and locks their messages.
+//
+// If a key was lost the attempt claims nothing and reports the loss: it holds
+// candidate rows of a key another consumer may be waiting for in its lockKeys, so
+// it must not wait for anything itself (the caller undoes it or commits at once).
+//
+// The scan reads max rows times the rows per batch the previous scan saw
+// (q.scanRatio): one row a batch for un-keyed traffic, about a key's backlog for
+// keyed traffic, so that one attempt usually finds max batches.
+func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int, async bool) ([]*mq.Batch, time.Time, loss, error) {
+	now := q.now()
+	until := micros(now.Add(opts.LockTimeout))
+	scan := min(max*int(max64(q.scanRatio.Load(), 1)), maxScanRows)
+	query, args := scanQuery(queue, opts, ex, now, until, max, scan, async)
+	var rows []scanned
+	if err := sqlx.SelectContext(ctx, tx, &rows, query, args...); err != nil {
+		return nil, time.Time{}, loss{}, err
+	}
+	var (
+		bs        []*mq.Batch
+		won, lost []string
+		next      time.Time
+		read      int64
+	)
+	for _, r := range rows {
+		switch {
+		case r.ID.Valid:
+			bs = append(bs, &mq.Batch{Queue: queue, Token: r.Token.String, LockedUntil: fromMicros(until),
+				Messages: []mq.Delivery{delivery(lockedRow{ID: r.ID.Int64, Payload: r.Payload, Attempts: int(r.Attempts.Int64),
+					EnqueuedAt: r.EnqueuedAt.Int64, Tag: r.Tag, Key: r.Key})}})
+		case r.RoutingKey.Valid && r.Won.Bool:
+			won = append(won, r.RoutingKey.String)
+		case r.RoutingKey.Valid:
+			lost = append(lost, r.RoutingKey.String)
+		default:
+			read = r.Scanned.Int64
+			if r.Next.Valid {
+				next = fromMicros(r.Next.Int64)
+			}
+		}
+	}
+	if batches := int64(len(bs) + len(won) + len(lost)); batches > 0 {
+		q.scanRatio.Store((read + batches - 1) / batches)
+	}
+	if len(lost) > 0 {
+		return nil, time.Time{}, loss{keys: lost}, nil
+	}
+	if len(won) > 0 {
+		keyed, err := q.lockKeys(ctx, tx, queue, won, opts)
+		if err != nil {
+			return nil, time.Time{}, loss{}, err
+		}
+		if len(keyed) == 0 && len(bs) == 0 { // locked by consumers that committed after the scan's snapshot
+			return nil, time.Time{}, loss{keys: won}, nil
+		}
+		bs = append(bs, keyed...)
+	}
+	// Batches in eligibility order, as one at a time would have taken them.
+	slices.SortFunc(bs, func(a, b *mq.Batch) int { return cmp.Compare(a.Messages[0].ID, b.Messages[0].ID) })
+	return bs, next, loss{}, nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// maxScanRows bounds the rows one scan locks.
+const maxScanRows = 1024
+
+// scanQuery renders the scan statement of attemptMany: scan rows, of which those of
+// the first max batches are kept.
+func scanQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now time.Time, until int64, max, scan int, async bool) (string, []any) {
 	var a sqlArgs
-	pq, pkey, ptoken, puntil, pnow := a.p(queue), a.p(key), a.p(token), a.p(until), a.p(now)
+	pq, pnow := a.p(queue), a.p(micros(now))
+	var sb strings.Builder
+	fmt.Fprintf(&sb, `WITH c AS MATERIALIZED (
+	SELECT m.id, m.routing_key, m.visible_at FROM mq_messages m
+	LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
+	WHERE m.queue = %s AND m.visible_at <= %s
+		AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= %s)`, pq, pnow, pnow)
+	for _, cond := range filters(opts, &a, pnow, "") {
+		sb.WriteString("\n\t\tAND " + cond)
+	}
+	if len(ex.keys) > 0 {
+		fmt.Fprintf(&sb, "\n\t\tAND (m.routing_key IS NULL OR m.routing_key <> ALL(%s::text[]))", a.p(ex.keys))
+	}
+	asyncCommit := "NULL::text"
+	if async {
+		asyncCommit = "set_config('synchronous_commit', 'off', true)"
+	}
+	// r numbers the batches by their first message in eligibility order.
+	fmt.Fprintf(&sb, `
+	ORDER BY m.visible_at, m.id
+	LIMIT %[1]s
+	FOR UPDATE OF m SKIP LOCKED
+),
+r AS MATERIALIZED (
+	SELECT g.id, g.routing_key FROM (
+		SELECT f.id, f.routing_key, dense_rank() OVER (ORDER BY f.first_at, f.first_id) AS batch FROM (
+			SELECT c.id, c.routing_key, first_value(c.visible_at) OVER w AS first_at, first_value(c.id) OVER w AS first_id
+			FROM c WINDOW w AS (PARTITION BY c.routing_key, CASE WHEN c.routing_key IS NULL THEN c.id END ORDER BY c.visible_at, c.id)
+		) f
+	) g WHERE g.batch <= %[2]s
+),
+kl AS MATERIALIZED (
+	SELECT d.routing_key, pg_try_advisory_xact_lock(%[3]s) AS won
+	FROM (SELECT DISTINCT r.routing_key FROM r WHERE r.routing_key IS NOT NULL) d
+),
+u AS (
+	UPDATE mq_messages m SET lock_token = gen_random_uuid(), locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
+	FROM r WHERE m.id = r.id AND r.routing_key IS NULL AND NOT EXISTS (SELECT 1 FROM kl WHERE NOT kl.won)
+	RETURNING m.id, m.lock_token, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key
+)
+SELECT u.id, u.lock_token::text AS token, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key,
+	NULL::text AS routing_key, NULL::boolean AS won, NULL::bigint AS next_visible, NULL::bigint AS scanned, NULL::text AS async_commit FROM u
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.routing_key, kl.won, NULL, NULL, NULL FROM kl
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN (SELECT min(visible_at) FROM mq_messages WHERE queue = %[5]s AND visible_at > %[6]s) END,
+	(SELECT count(*) FROM c), %[7]s`, a.p(int64(scan)), a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), pq, pnow, asyncCommit)
+	return sb.String(), a
+}
+
+// lockKeys takes keys of queue, whose advisory locks tx holds, each for a new token
+// unless someone else holds it (or, with a KeyAttr filter, its attribute no longer
+// passes), and locks each taken key's oldest eligible messages in id order within
+// opts.MaxMessages and opts.MaxBytes (the first always): one statement for any
+// number of keys. It returns the batches of the keys it took. The messages are
+// chosen in the statement's snapshot, taken after the keys' advisory locks: every
+// other writer of the keys' rows needs those locks, so nobody changes them before
+// the UPDATE (it may only wait for another consumer's scan to let go of one,
+// unchanged).
+func (q *Queue) lockKeys(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, opts mq.DequeueOptions) ([]*mq.Batch, error) {
+	// Read the clock now: the keys' advisory locks are ours, so whatever their
+	// previous holders did (an Abandon making messages visible again) committed with
+	// times no later than this.
+	now := q.now()
+	until := micros(now.Add(opts.LockTimeout))
+	tokens := make([]string, len(keys))
+	for i := range keys {
+		tokens[i] = uuid.NewString()
+	}
+	var a sqlArgs
+	pq, pkeys, ptokens, puntil, pnow := a.p(queue), a.p(keys), a.p(tokens), a.p(until), a.p(micros(now))
 	attr := ""
 	if f := opts.KeyAttr; f != nil {
 		attr = " AND (k.attr IS NULL OR " + attrMatch("k.attr", f, &a) + ")"
@@ -464,27 +652,47 @@ func keyQuery(queue, key string, opts mq.DequeueOptions, now int64, token string
 		tags = " AND " + tags
 	}
 	pmax, pbytes := a.p(int64(opts.MaxMessages)), a.p(int64(opts.MaxBytes))
-	return fmt.Sprintf(`WITH kl AS (
-	INSERT INTO mq_keys AS k (queue, routing_key, lock_token, locked_until) VALUES (%[1]s, %[2]s, %[3]s, %[4]s)
+	query := fmt.Sprintf(`WITH kl AS (
+	INSERT INTO mq_keys AS k (queue, routing_key, lock_token, locked_until)
+	SELECT %[1]s, w.routing_key, w.token, %[4]s FROM unnest(%[2]s::text[], %[3]s::uuid[]) AS w(routing_key, token)
 	ON CONFLICT (queue, routing_key) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until
 	WHERE (k.locked_until IS NULL OR k.locked_until <= %[5]s::bigint)%[6]s
-	RETURNING 1
+	RETURNING k.routing_key, k.lock_token
 ),
 pick AS (
-	SELECT c.id FROM (
+	SELECT c.id, kl.lock_token FROM kl CROSS JOIN LATERAL (
 		SELECT m.id, row_number() OVER w AS n, sum(octet_length(m.payload)) OVER w AS bytes
 		FROM mq_messages m
-		WHERE m.queue = %[1]s AND m.routing_key = %[2]s AND m.visible_at <= %[5]s%[7]s AND EXISTS (SELECT 1 FROM kl)
+		WHERE m.queue = %[1]s AND m.routing_key = kl.routing_key AND m.routing_key IS NOT NULL AND m.visible_at <= %[5]s%[7]s
 		WINDOW w AS (ORDER BY m.id ROWS UNBOUNDED PRECEDING)
 		ORDER BY m.id
 		LIMIT %[8]s::bigint
 	) c
 	WHERE c.n = 1 OR c.bytes <= %[9]s::bigint
 )
-UPDATE mq_messages m SET lock_token = %[3]s, locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
+UPDATE mq_messages m SET lock_token = pick.lock_token, locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
 FROM pick WHERE m.id = pick.id
-RETURNING m.id, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key`,
-		pq, pkey, ptoken, puntil, pnow, attr, tags, pmax, pbytes), a
+RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key`,
+		pq, pkeys, ptokens, puntil, pnow, attr, tags, pmax, pbytes)
+	var rows []lockedRow
+	if err := sqlx.SelectContext(ctx, tx, &rows, query, a...); err != nil {
+		return nil, err
+	}
+	// RETURNING gives no order guarantee: each batch is in enqueue order.
+	slices.SortFunc(rows, func(a, b lockedRow) int { return cmp.Compare(a.ID, b.ID) })
+	byToken := make(map[string]*mq.Batch, len(keys))
+	for i, key := range keys {
+		byToken[tokens[i]] = &mq.Batch{Queue: queue, RoutingKey: key, Token: tokens[i], LockedUntil: fromMicros(until)}
+	}
+	var bs []*mq.Batch
+	for _, r := range rows {
+		b := byToken[r.Token]
+		if len(b.Messages) == 0 {
+			bs = append(bs, b)
+		}
+		b.Messages = append(b.Messages, delivery(r))
+	}
+	return bs, nil
 }
 
 // filters renders the eligibility conditions of opts on the message alias m, the key

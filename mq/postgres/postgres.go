@@ -70,6 +70,10 @@ type Queue struct {
 	retries atomic.Int64 // transient failures retried, for tests and debugging
 	losses  atomic.Int64 // dequeue attempts lost to another consumer, likewise
 
+	scanRatio      atomic.Int64 // rows per batch the last dequeue scan saw (see attemptMany)
+	statsKnown     atomic.Bool  // mq_messages has planner statistics (see ensureStats)
+	statsCheckedAt atomic.Int64 // unix nanoseconds of the last check
+
 	mu           sync.Mutex // guards the listener's start and stop
 	stopListener context.CancelFunc
 	listenerDone chan struct{}

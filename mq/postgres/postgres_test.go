@@ -205,3 +205,34 @@ func TestNamesPostgreSQLCannotStoreAreInvalid(t *testing.T) {
 		t.Fatalf("RemovePrefix(é) = %d, %v; want 1 (not ê)", n, err)
 	}
 }
+
+// TestDequeueAnalysesAnUnanalysedBacklog loads a backlog into a new schema, where
+// mq_messages has no planner statistics, and checks that dequeuing gives it some:
+// without them every dequeue sorts the queue's whole backlog (see stats.go).
+func TestDequeueAnalysesAnUnanalysedBacklog(t *testing.T) {
+	q, _, schema := openSchema(t)
+	ctx := t.Context()
+	hasStats := func() bool {
+		var ok bool
+		if err := q.DB().GetContext(ctx, &ok, `SELECT EXISTS (SELECT 1 FROM pg_stats WHERE schemaname = $1 AND tablename = 'mq_messages')`, schema); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	msgs := make([]mq.Message, 3000)
+	for i := range msgs {
+		msgs[i] = mq.Message{Queue: "q", Payload: make([]byte, 128)}
+	}
+	if err := q.Enqueue(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if hasStats() {
+		t.Fatal("a new schema's mq_messages has statistics before any dequeue; the test proves nothing")
+	}
+	if _, err := q.DequeueBatches(ctx, "q", mq.DequeueOptions{}, 10); err != nil {
+		t.Fatal(err)
+	}
+	if !hasStats() {
+		t.Fatal("mq_messages has no statistics after a dequeue of a 3,000-message backlog")
+	}
+}

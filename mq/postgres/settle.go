@@ -88,52 +88,51 @@ const (
 // released or its key was touched, and the dead-letter queue. One row per settled
 // batch.
 //
-// t turns the counts into the last id of each part, so that each write finds its
-// rows by token and id range: whatever the planner guesses about a batch's size
-// (its statistics see few locked rows), no plan compares every row of a batch with
-// every other.
+// t says what becomes of each message, and each write finds its rows by primary key
+// from t: whatever the planner guesses about the batches' sizes (its statistics see
+// few locked rows), no plan compares every message with every other. The writes
+// re-check each row's token (it may have been taken over since t's snapshot) with
+// IS NOT DISTINCT FROM, which no index serves, so that the planner cannot choose to
+// walk the token index and scan t for each row it finds.
 var applySQL = `WITH {settlements},
 ` + lockKeys + `,
 t AS MATERIALIZED (
-	SELECT s.token, min(p.queue) AS queue, min(p.routing_key) AS routing_key, s.dlq, s.reason, s.visible, s.hold,
-		coalesce(max(p.id) FILTER (WHERE p.i <= s.acked), 0) AS acked_to,
-		coalesce(max(p.id) FILTER (WHERE p.i <= s.dead), 0) AS dead_to,
-		coalesce(max(p.id) FILTER (WHERE p.i <= s.tried), 0) AS tried_to
+	SELECT p.id, p.token, p.queue, p.routing_key, p.message_key, s.dlq, s.reason, s.visible,
+		p.i <= s.acked AS acked, p.i <= s.dead AS dead, p.i <= s.tried AS tried
 	FROM s JOIN (
-		SELECT m.id, m.lock_token, m.queue, m.routing_key, row_number() OVER (PARTITION BY m.lock_token ORDER BY m.id) AS i
+		SELECT m.id, m.lock_token AS token, m.queue, m.routing_key, m.message_key,
+			row_number() OVER (PARTITION BY m.lock_token ORDER BY m.id) AS i
 		FROM lk, mq_messages m
 		WHERE m.lock_token {tokens} AND m.locked_until > $2 AND lk.n >= 0
-	) p ON p.lock_token = s.token
-	GROUP BY s.token, s.dlq, s.reason, s.visible, s.hold
+	) p ON p.token = s.token
 ),
 ack AS (
 	DELETE FROM mq_messages m USING t
-	WHERE m.lock_token {tokens} AND m.lock_token = t.token AND m.locked_until > $2 AND m.id <= t.acked_to
+	WHERE m.id = t.id AND t.acked AND m.lock_token IS NOT DISTINCT FROM t.token AND m.locked_until > $2
 	RETURNING t.token, t.queue, t.routing_key, m.session, false AS released, NULL::text AS moved_to
 ),
--- The others are dead-lettered (up to dead_to) or released, and record the failure
--- if tried (up to tried_to, which is at least dead_to).
+-- The others are dead-lettered or released, and record the failure if tried (dead
+-- implies tried).
 out AS (
 	UPDATE mq_messages m SET lock_token = NULL, locked_until = NULL,
-		queue = CASE WHEN m.id <= t.dead_to THEN t.dlq ELSE m.queue END,
-		origin_queue = CASE WHEN m.id <= t.dead_to THEN t.queue ELSE m.origin_queue END,
-		dead_lettered_at = CASE WHEN m.id <= t.dead_to THEN $2 ELSE m.dead_lettered_at END,
-		visible_at = CASE WHEN m.id <= t.dead_to THEN $2 ELSE t.visible END,
+		queue = CASE WHEN t.dead THEN t.dlq ELSE m.queue END,
+		origin_queue = CASE WHEN t.dead THEN t.queue ELSE m.origin_queue END,
+		dead_lettered_at = CASE WHEN t.dead THEN $2 ELSE m.dead_lettered_at END,
+		visible_at = CASE WHEN t.dead THEN $2 ELSE t.visible END,
 		-- A dead letter drops its message key if the dead-letter queue holds it, or if an
 		-- older dead letter of this statement brings it there.
-		message_key = CASE WHEN m.id <= t.dead_to AND m.message_key IS NOT NULL AND (
+		message_key = CASE WHEN t.dead AND m.message_key IS NOT NULL AND (
 				EXISTS (SELECT 1 FROM mq_messages d WHERE d.queue = t.dlq AND d.message_key = m.message_key)
-				OR EXISTS (SELECT 1 FROM mq_messages o JOIN t ot ON ot.token = o.lock_token
-					WHERE o.lock_token {tokens} AND o.message_key = m.message_key AND o.id < m.id
-						AND o.id > ot.acked_to AND o.id <= ot.dead_to AND ot.dlq = t.dlq))
+				OR EXISTS (SELECT 1 FROM t o WHERE o.dead AND NOT o.acked AND o.dlq = t.dlq
+					AND o.message_key = m.message_key AND o.id < m.id))
 			THEN NULL ELSE m.message_key END,
-		attempts = CASE WHEN m.id > t.tried_to AND m.attempts > 0 THEN m.attempts - 1 ELSE m.attempts END,
-		last_error = CASE WHEN m.id <= t.tried_to THEN t.reason ELSE m.last_error END,
-		first_failed_at = CASE WHEN m.id <= t.tried_to THEN coalesce(m.first_failed_at, $2) ELSE m.first_failed_at END,
-		last_failed_at = CASE WHEN m.id <= t.tried_to THEN $2 ELSE m.last_failed_at END
+		attempts = CASE WHEN NOT t.tried AND m.attempts > 0 THEN m.attempts - 1 ELSE m.attempts END,
+		last_error = CASE WHEN t.tried THEN t.reason ELSE m.last_error END,
+		first_failed_at = CASE WHEN t.tried THEN coalesce(m.first_failed_at, $2) ELSE m.first_failed_at END,
+		last_failed_at = CASE WHEN t.tried THEN $2 ELSE m.last_failed_at END
 	FROM t
-	WHERE m.lock_token {tokens} AND m.lock_token = t.token AND m.locked_until > $2 AND m.id > t.acked_to
-	RETURNING t.token, t.queue, t.routing_key, m.session, m.id > t.dead_to, CASE WHEN m.id <= t.dead_to THEN t.dlq END
+	WHERE m.id = t.id AND NOT t.acked AND m.lock_token IS NOT DISTINCT FROM t.token AND m.locked_until > $2
+	RETURNING t.token, t.queue, t.routing_key, m.session, NOT t.dead, CASE WHEN t.dead THEN t.dlq END
 ),
 done AS (SELECT * FROM ack UNION ALL SELECT * FROM out),
 kb AS MATERIALIZED (
