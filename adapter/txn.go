@@ -315,7 +315,7 @@ func (t *sqlTxn) ackMany(tokens []string) ([]mq.LockInfo, error) {
 }
 
 // manyAcker is a SQL queue that acks many tokens in a few set-based statements and
-// says what each held (mq/sqlite).
+// says what each held (mq/sqlite, mq/postgres).
 type manyAcker interface {
 	AckManyTx(ctx context.Context, tx *sqlx.Tx, tokens []string) ([]mq.LockInfo, error)
 }
@@ -331,7 +331,7 @@ func (t *sqlTxn) dequeueMany(queue string, opts mq.DequeueOptions, max int) ([]*
 }
 
 // manyDequeuer is a SQL queue that locks many batches in a few set-based statements
-// (mq/sqlite).
+// (mq/sqlite, mq/postgres).
 type manyDequeuer interface {
 	DequeueManyTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, error)
 }

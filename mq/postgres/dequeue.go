@@ -321,17 +321,16 @@ type lockedRow struct {
 	Key        sql.NullString `db:"message_key"`
 }
 
-// attempt is one dequeue attempt in tx:
+// attempt is one dequeue attempt in tx for one batch, which may be a session
+// message (attemptMany takes the others):
 //
 //  1. the candidate statement picks the oldest eligible message with FOR UPDATE SKIP
 //     LOCKED (rows other consumers are taking are skipped, never waited for). An
 //     un-keyed message is claimed by the same statement (for a session message,
 //     together with its session, unless another owner claimed the session first); a
 //     keyed one gets pg_try_advisory_xact_lock on its routing key, which never waits;
-//  2. for a keyed candidate whose key lock was won, the key statement upserts the
-//     key's row, guarded by "not locked by anyone else", and locks every eligible
-//     message of the key. Its snapshot is taken after the advisory lock, so it sees
-//     every change by the key's previous lock holders.
+//  2. for a keyed candidate whose key lock was won, lockKeys takes the key and
+//     locks its messages.
 //
 // A lost key or session is reported as a loss; the caller undoes the attempt. With
 // async, the transaction commits without waiting for its WAL to be flushed (see

@@ -39,10 +39,12 @@
 //     flush per delivering transaction. DequeueTx follows the caller's transaction.
 //   - Statistics: the dequeue statement relies on the planner walking the
 //     (queue, visible_at, id) index, which it does once mq_messages has statistics.
-//     The migration makes autovacuum analyse the table after 5% of its rows changed;
-//     before the first ANALYZE (a large backlog loaded into a new schema), a dequeue
-//     may sort the queue's visible messages instead, until autovacuum runs (within
-//     a minute by default) or ANALYZE mq_messages is run by hand.
+//     The migration makes autovacuum analyse the table after 5% of its rows changed.
+//     Before the first ANALYZE (a large backlog loaded into a new schema), a dequeue
+//     would sort the queue's visible messages instead: 10 ms a dequeue at 10,000
+//     messages. So a dequeuing Queue checks, at most every 5 s until the table has
+//     statistics, and runs ANALYZE mq_messages itself once the table holds 32 pages
+//     (about a thousand small messages).
 //   - Times are Unix microseconds computed in Go (Options.Now), as in the SQLite
 //     backend, so behaviour is identical; processes sharing a schema need clocks in
 //     sync (lock expiry compares one process's times with another's).
@@ -57,41 +59,45 @@
 //
 // # Locking
 //
-// DequeueBatch makes attempts, each one short transaction:
+// DequeueBatch and DequeueBatches make attempts, each one short transaction of two
+// statements whatever the number of batches:
 //
-//  1. One statement picks the oldest eligible message (visible_at, id) with SELECT
-//     ... FOR UPDATE SKIP LOCKED, joined with the routing-key and session rows for
-//     the key-lock, attribute and session conditions. Rows other consumers are
-//     taking are skipped, never waited for. An un-keyed message is claimed by the
-//     same statement; a session message together with its session, by an upsert
-//     guarded by "no other owner holds a live lease". A session the owner does not
-//     hold yet is claimed only with its oldest eligible message, so when owners race
-//     for a session, the one that picked its first message wins. For a keyed message
-//     the statement tries the key's advisory lock, pg_try_advisory_xact_lock on a
-//     hash of (schema, queue, routing key), which never waits.
-//  2. If the key's advisory lock was won, a second statement (its snapshot and its
-//     clock reading taken after the lock, so it sees everything the key's previous
-//     holders committed) takes the key: INSERT INTO mq_keys ... ON CONFLICT DO
-//     UPDATE ... WHERE the key is not locked (and its attribute still passes the
-//     filter), and, only if that returned a row, UPDATE locks the key's oldest
-//     eligible messages in id order under the new token, as many as MaxMessages and
-//     MaxBytes allow (a window of row_number and running payload size over the
-//     (queue, routing_key, id) index, cut by LIMIT).
+//  1. The scan statement picks the oldest eligible messages (visible_at, id) with
+//     SELECT ... FOR UPDATE SKIP LOCKED, joined with the routing-key rows for the
+//     key-lock and attribute conditions, so rows other consumers are taking are
+//     skipped, never waited for. It keeps the messages of the first max batches (an
+//     un-keyed message is a batch, a routing key's messages are one) and tries the
+//     advisory lock of each of their routing keys, pg_try_advisory_xact_lock on a
+//     hash of (schema, queue, routing key), which never waits. If it won every key,
+//     the same statement claims each un-keyed message under a token of its own. It
+//     reads max rows times the rows per batch the previous scan saw, so keyed
+//     traffic fills max batches in one attempt too.
+//  2. If it won keys, a second statement (its snapshot and its clock reading taken
+//     after the locks, so it sees everything the keys' previous holders committed)
+//     takes them: INSERT INTO mq_keys ... ON CONFLICT DO UPDATE ... WHERE the key is
+//     not locked (and its attribute still passes the filter), and UPDATE locks each
+//     taken key's oldest eligible messages in id order under its new token, as many
+//     as MaxMessages and MaxBytes allow (a window of row_number and running payload
+//     size over the (queue, routing_key, id) index, cut by LIMIT).
 //
-// An attempt that loses (the advisory lock is taken, the key or session was claimed
-// by a consumer that committed since the candidate's snapshot) rolls back — which
-// frees its candidate row at once — and the next attempt skips that key or session.
-// An attempt whose session has an older message being claimed right now retries the
-// session a millisecond later instead (the claimant may be the same owner, whose
-// goroutines share the session). DequeueTx does the same with a savepoint. After 32
-// lost attempts DequeueBatch reports nothing for now and, in a long poll, looks
-// again 5 ms later.
+// An attempt that lost a key (its advisory lock is taken) claims nothing and is
+// rolled back, which frees its candidate rows at once, and the next attempt skips
+// that key. A key that was claimed by a consumer that committed since the scan's
+// snapshot is left out of the batches; if that leaves none, the attempt counts as
+// lost too. DequeueTx and DequeueManyTx do the same with a savepoint. After 32 lost
+// attempts DequeueBatch reports nothing for now and, in a long poll, looks again 5
+// ms later.
 //
-// DequeueBatches makes further attempts in the same transaction after a won one,
-// until it holds max batches or finds nothing. A later attempt that loses ends the
-// transaction's work: it wrote nothing, and the commit that follows at once frees
-// what it holds. Only the first batch may be a session message, so such a
-// transaction claims or touches at most one session row.
+// A session message is taken alone, first: the oldest eligible message is picked as
+// above, and an un-keyed one is claimed together with its session, by an upsert
+// guarded by "no other owner holds a live lease". A session the owner does not hold
+// yet is claimed only with its oldest eligible message, so when owners race for a
+// session, the one that picked its first message wins; an attempt whose session has
+// an older message being claimed right now retries the session a millisecond later
+// instead (the claimant may be the same owner, whose goroutines share the session).
+// The batches after it take no session message, so a transaction claims or touches
+// at most one session row. An attempt after the first that loses ends the
+// transaction's work: the commit that follows at once frees what it holds.
 //
 // Every other operation that touches a key's lock row or a keyed message's row
 // first takes that key's advisory lock, waiting for it: Ack, Abandon, Settle and
@@ -115,9 +121,10 @@
 // Why no deadlock is possible among these operations: a deadlock is a cycle of
 // transactions each waiting for a lock the next one holds. A dequeue attempt that
 // holds a keyed candidate row without the key's advisory lock never waits (SKIP
-// LOCKED and try-locks only) and ends at once, so it is in no cycle. A dequeue that
-// holds a key's advisory lock waits only in its batch UPDATE, and only for such
-// candidate rows: every other writer of the key's rows needs the advisory lock it
+// LOCKED and try-locks only) and ends at once, so it is in no cycle; this is why an
+// attempt that lost any key goes no further, even for the keys it won. A dequeue
+// that holds keys' advisory locks (and candidate rows of those keys only) waits
+// only in its batch UPDATE, and only for such candidate rows: every other writer of the key's rows needs the advisory lock it
 // holds, which is also why its mq_keys upsert cannot wait at all. Every other
 // acquisition follows one global order — advisory key locks in ascending id, then
 // message rows (in id order where one statement locks several un-keyed ones), then

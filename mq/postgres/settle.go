@@ -97,10 +97,10 @@ const (
 var applySQL = `WITH {settlements},
 ` + lockKeys + `,
 t AS MATERIALIZED (
-	SELECT p.id, p.token, p.queue, p.routing_key, p.message_key, s.dlq, s.reason, s.visible,
+	SELECT p.id, p.token, p.queue, p.routing_key, p.message_key, p.locked_until, s.dlq, s.reason, s.visible,
 		p.i <= s.acked AS acked, p.i <= s.dead AS dead, p.i <= s.tried AS tried
 	FROM s JOIN (
-		SELECT m.id, m.lock_token AS token, m.queue, m.routing_key, m.message_key,
+		SELECT m.id, m.lock_token AS token, m.queue, m.routing_key, m.message_key, m.locked_until,
 			row_number() OVER (PARTITION BY m.lock_token ORDER BY m.id) AS i
 		FROM lk, mq_messages m
 		WHERE m.lock_token {tokens} AND m.locked_until > $2 AND lk.n >= 0
@@ -109,7 +109,7 @@ t AS MATERIALIZED (
 ack AS (
 	DELETE FROM mq_messages m USING t
 	WHERE m.id = t.id AND t.acked AND m.lock_token IS NOT DISTINCT FROM t.token AND m.locked_until > $2
-	RETURNING t.token, t.queue, t.routing_key, m.session, false AS released, NULL::text AS moved_to
+	RETURNING t.token, t.queue, t.routing_key, t.locked_until, m.session, false AS released, NULL::text AS moved_to
 ),
 -- The others are dead-lettered or released, and record the failure if tried (dead
 -- implies tried).
@@ -132,7 +132,7 @@ out AS (
 		last_failed_at = CASE WHEN t.tried THEN $2 ELSE m.last_failed_at END
 	FROM t
 	WHERE m.id = t.id AND NOT t.acked AND m.lock_token IS NOT DISTINCT FROM t.token AND m.locked_until > $2
-	RETURNING t.token, t.queue, t.routing_key, m.session, NOT t.dead, CASE WHEN t.dead THEN t.dlq END
+	RETURNING t.token, t.queue, t.routing_key, t.locked_until, m.session, NOT t.dead, CASE WHEN t.dead THEN t.dlq END
 ),
 done AS (SELECT * FROM ack UNION ALL SELECT * FROM out),
 kb AS MATERIALIZED (
@@ -169,7 +169,8 @@ nq AS (
 		UNION SELECT moved_to FROM done WHERE moved_to IS NOT NULL
 	) w
 )
-SELECT d.token::text AS token, min(d.queue) AS queue, bool_or(d.routing_key IS NOT NULL) AS keyed, count(*) AS n,
+SELECT d.token::text AS token, min(d.queue) AS queue, min(d.routing_key) AS routing_key, max(d.locked_until) AS locked_until,
+	bool_or(d.routing_key IS NOT NULL) AS keyed, count(*) AS n,
 	(SELECT count(*) FROM nq) AS notified
 FROM done d
 GROUP BY d.token`
@@ -179,11 +180,13 @@ var applyOne, applyMany = forTokens(applySQL, false), forTokens(applySQL, true)
 
 // batchRow describes a batch heldSQL found or applySQL settled.
 type batchRow struct {
-	Token    string `db:"token"`
-	Queue    string `db:"queue"`
-	Keyed    bool   `db:"keyed"`
-	N        int    `db:"n"`
-	Notified int    `db:"notified"` // selected so that the notifications are sent
+	Token       string         `db:"token"`
+	Queue       string         `db:"queue"`
+	RoutingKey  sql.NullString `db:"routing_key"`
+	LockedUntil sql.NullInt64  `db:"locked_until"`
+	Keyed       bool           `db:"keyed"`
+	N           int            `db:"n"`
+	Notified    int            `db:"notified"` // selected so that the notifications are sent
 }
 
 // wholeBatch stands for the size of a batch when the settlement does not depend on
@@ -365,6 +368,39 @@ func (q *Queue) AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq
 	}
 	held, err := q.settleWholeTx(ctx, tx, op, mq.Settlement{Token: token, Acked: wholeBatch, Then: then})
 	return lostLock(op, token, held, err)
+}
+
+// AckManyTx acks the batches of tokens inside tx in one statement and says what
+// each held (as LockTx would have said before). If one was not held it fails with
+// mq.ErrLockLost naming it, after acking the others: roll tx back.
+func (q *Queue) AckManyTx(ctx context.Context, tx *sqlx.Tx, tokens []string) ([]mq.LockInfo, error) {
+	const op = "ack"
+	if q.closed.Load() {
+		return nil, mq.Closed(op)
+	}
+	work := make([]sized, len(tokens))
+	for i, token := range tokens {
+		if err := checkToken(op, token); err != nil {
+			return nil, err
+		}
+		work[i] = sized{Settlement: mq.Settlement{Token: token, Acked: wholeBatch}, n: wholeBatch}
+	}
+	if len(work) == 0 {
+		return nil, nil
+	}
+	settled, err := q.apply(ctx, tx, q.now(), work)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	infos := make([]mq.LockInfo, len(tokens))
+	for i, token := range tokens {
+		b, ok := settled[token]
+		if !ok {
+			return nil, mq.LockLost(op, token)
+		}
+		infos[i] = mq.LockInfo{Queue: b.Queue, RoutingKey: b.RoutingKey.String, LockedUntil: fromMicros(b.LockedUntil.Int64), Messages: b.N}
+	}
+	return infos, nil
 }
 
 // Abandon implements mq.MessageQueue: one statement.
