@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,13 +13,16 @@ import (
 )
 
 // QueueConfig describes a raw queue load: Messages messages enqueued (in batches of
-// 100), then drained by an mq.Consumer with a no-op handler, as an application
-// would drain them.
+// 100), then drained by Consumers mq.Consumers at once with a no-op handler, as an
+// application (or several of its processes) would drain them.
 type QueueConfig struct {
 	Messages int // default 20000
-	// Consumers is the Consumer's Concurrency: batches handled at once, fetched
-	// together and settled together. Default 1.
-	Consumers int
+	// Consumers is how many mq.Consumers drain the queue at once, as several
+	// processes would. Default 1.
+	Consumers int `json:"consumers"`
+	// Concurrency is each Consumer's: batches handled at once, fetched together and
+	// settled together. Default 1.
+	Concurrency int `json:"concurrency"`
 	// PerKey > 0 spreads messages over routing keys with PerKey messages each (keyed
 	// traffic, batches of up to PerKey); 0 sends un-keyed messages.
 	PerKey int
@@ -37,8 +41,12 @@ func (r QueueReport) String() string {
 	if r.Config.PerKey > 0 {
 		keys = fmt.Sprintf("keyed, %d per key", r.Config.PerKey)
 	}
-	return fmt.Sprintf("queue %d msgs, %s, consumer concurrency %d: enqueue %.0f msgs/s (batches of 100), drain through mq.Consumer %.0f msgs/s (%.1f msgs per batch)",
-		r.Config.Messages, keys, r.Config.Consumers, r.EnqueuePerSec, r.DrainPerSec, float64(r.Config.Messages)/float64(max(r.Batches, 1)))
+	consumers := fmt.Sprintf("consumer concurrency %d", r.Config.Concurrency)
+	if r.Config.Consumers > 1 {
+		consumers = fmt.Sprintf("%d consumers of concurrency %d", r.Config.Consumers, r.Config.Concurrency)
+	}
+	return fmt.Sprintf("queue %d msgs, %s, %s: enqueue %.0f msgs/s (batches of 100), drain through mq.Consumer %.0f msgs/s (%.1f msgs per batch)",
+		r.Config.Messages, keys, consumers, r.EnqueuePerSec, r.DrainPerSec, float64(r.Config.Messages)/float64(max(r.Batches, 1)))
 }
 
 // QueueLoad runs cfg on q's queue "bench-load" (which must be empty).
@@ -46,9 +54,8 @@ func QueueLoad(ctx context.Context, q mq.MessageQueue, cfg QueueConfig) (QueueRe
 	if cfg.Messages <= 0 {
 		cfg.Messages = 20000
 	}
-	if cfg.Consumers <= 0 {
-		cfg.Consumers = 1
-	}
+	cfg.Consumers = max(cfg.Consumers, 1)
+	cfg.Concurrency = max(cfg.Concurrency, 1)
 	const queue = "bench-load"
 	began := time.Now()
 	batch := make([]mq.Message, 0, 100)
@@ -71,18 +78,33 @@ func QueueLoad(ctx context.Context, q mq.MessageQueue, cfg QueueConfig) (QueueRe
 	defer drained()
 	var left, batches atomic.Int64
 	left.Store(int64(cfg.Messages))
-	c, err := mq.NewConsumer(q, queue, func(ctx context.Context, b *mq.Batch) error {
+	handle := func(ctx context.Context, b *mq.Batch) error {
 		batches.Add(1)
 		if left.Add(-int64(len(b.Messages))) == 0 {
 			drained() // Run returns once the last settlements are applied
 		}
 		return nil
-	}, mq.ConsumerOptions{Concurrency: cfg.Consumers, LockTimeout: time.Minute, PollWait: 50 * time.Millisecond})
-	if err != nil {
-		return QueueReport{}, err
+	}
+	consumers := make([]*mq.Consumer, cfg.Consumers)
+	for i := range consumers {
+		c, err := mq.NewConsumer(q, queue, handle, mq.ConsumerOptions{Concurrency: cfg.Concurrency, LockTimeout: time.Minute, PollWait: 50 * time.Millisecond})
+		if err != nil {
+			return QueueReport{}, err
+		}
+		consumers[i] = c
 	}
 	began = time.Now()
-	if err := c.Run(drainCtx); err != nil {
+	errs := make([]error, len(consumers))
+	var wg sync.WaitGroup
+	for i, c := range consumers {
+		wg.Go(func() {
+			if errs[i] = c.Run(drainCtx); errs[i] != nil {
+				drained() // a failed consumer ends the run
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return QueueReport{}, err
 	}
 	elapsed := time.Since(began)

@@ -189,9 +189,12 @@ func dropSchema(dsn, schema string) error {
 
 // queueConfigs are the loads of `duroq bench queue`, on 10×n messages each.
 var queueConfigs = []bench.QueueConfig{
-	{Consumers: 1}, {Consumers: 16}, {Consumers: 64},
-	{Consumers: 1, PerKey: 1}, {Consumers: 16, PerKey: 1}, {Consumers: 64, PerKey: 1},
-	{Consumers: 1, PerKey: 10}, {Consumers: 16, PerKey: 10}, {Consumers: 64, PerKey: 10},
+	{Concurrency: 1}, {Concurrency: 16}, {Concurrency: 64},
+	{Concurrency: 1, PerKey: 1}, {Concurrency: 16, PerKey: 1}, {Concurrency: 64, PerKey: 1},
+	{Concurrency: 1, PerKey: 10}, {Concurrency: 16, PerKey: 10}, {Concurrency: 64, PerKey: 10},
+	// Several consumers at once, as several processes would drain a queue.
+	{Consumers: 4, Concurrency: 64}, {Consumers: 16, Concurrency: 64},
+	{Consumers: 4, Concurrency: 64, PerKey: 10}, {Consumers: 16, Concurrency: 64, PerKey: 10},
 }
 
 // queueBench runs `duroq bench queue`: each load of queueConfigs and the cycle, each

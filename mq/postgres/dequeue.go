@@ -179,47 +179,56 @@ func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOption
 }
 
 // take makes attempts in tx until it holds max batches or finds nothing eligible
-// (then next is when a message becomes visible, if it holds none). It reports the
-// loss of a first attempt, which the caller undoes. A later lost attempt ends the
-// transaction's work instead: it wrote nothing, and the locks it may hold (its
-// candidate rows, the keys' advisory locks) end with the commit that follows at
-// once, so it waits for nothing while holding them (the deadlock argument of
-// doc.go). A session message can only be the first batch, taken alone by attempt:
-// a transaction that claims or touches at most one session row cannot wait for
-// sessions in an order of its own. The others are taken many at a time by
-// attemptMany.
+// (then next is when a message becomes visible, if it holds none). A session
+// message can only be the first batch, taken alone by attempt, whose loss take
+// reports for the caller to undo: a transaction that claims or touches at most one
+// session row cannot wait for sessions in an order of its own. The others are taken
+// many at a time by attemptMany, each attempt after a savepoint: an attempt that
+// lost a key is rolled back to it, which frees its candidate rows at once (it must
+// not wait while holding rows of a key another consumer may be waiting for, see
+// doc.go), and the next attempt skips the keys it lost.
 func (q *Queue) take(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int, async bool) ([]*mq.Batch, time.Time, loss, error) {
 	var bs []*mq.Batch
-	for len(bs) < max {
-		var (
-			got  []*mq.Batch
-			next time.Time
-			l    loss
-			err  error
-		)
-		if opts.Session != nil {
-			var b *mq.Batch
-			b, next, l, err = q.attempt(ctx, tx, queue, opts, ex, async)
-			if b != nil {
-				got = []*mq.Batch{b}
-			}
-			opts.Session = nil
-		} else {
-			got, next, l, err = q.attemptMany(ctx, tx, queue, opts, ex, max-len(bs), async)
+	if opts.Session != nil {
+		b, next, l, err := q.attempt(ctx, tx, queue, opts, ex, async)
+		if err != nil || l.lost() || b == nil {
+			return nil, next, l, err
 		}
-		switch {
-		case err != nil:
+		bs = append(bs, b)
+		opts.Session = nil
+	}
+	savepoint := `SAVEPOINT mq_attempt`
+	for losses := 0; len(bs) < max; {
+		if _, err := tx.ExecContext(ctx, savepoint); err != nil {
 			return nil, time.Time{}, loss{}, err
-		case l.lost() && len(bs) == 0:
-			return nil, time.Time{}, l, nil
-		case l.lost():
-			return bs, time.Time{}, loss{}, nil
-		case len(got) == 0 && len(bs) == 0:
-			return nil, next, loss{}, nil
-		case len(got) == 0:
-			return bs, time.Time{}, loss{}, nil
+		}
+		savepoint = `RELEASE SAVEPOINT mq_attempt; SAVEPOINT mq_attempt` // one round trip
+		got, next, lost, missed, err := q.attemptMany(ctx, tx, queue, opts, ex, max-len(bs), async)
+		if err != nil {
+			return nil, time.Time{}, loss{}, err
+		}
+		ex.add(loss{keys: missed})
+		if len(lost) > 0 {
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT mq_attempt`); err != nil {
+				return nil, time.Time{}, loss{}, err
+			}
+			q.losses.Add(1)
+			ex.add(loss{keys: lost})
+			if losses++; losses < maxLosses {
+				continue
+			}
+			if len(bs) == 0 {
+				return nil, q.now().Add(contendedRetry), loss{}, nil
+			}
+			break
 		}
 		bs = append(bs, got...)
+		if len(got) == 0 && len(missed) == 0 {
+			if len(bs) == 0 {
+				return nil, next, loss{}, nil
+			}
+			break
+		}
 	}
 	return bs, time.Time{}, loss{}, nil
 }
@@ -356,7 +365,7 @@ func (q *Queue) attempt(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 		if !c.KeyLocked.Bool {
 			return nil, time.Time{}, loss{keys: []string{key}}, nil
 		}
-		bs, err := q.lockKeys(ctx, tx, queue, []string{key}, opts)
+		bs, _, err := q.lockKeys(ctx, tx, queue, []string{key}, opts)
 		if err != nil || len(bs) == 0 { // locked by a consumer that committed after our candidate's snapshot
 			return nil, time.Time{}, loss{keys: []string{key}}, err
 		}
@@ -496,27 +505,26 @@ type scanned struct {
 //     message (its token drawn by gen_random_uuid);
 //  2. if it won keys, lockKeys takes them and locks their messages.
 //
-// If a key was lost the attempt claims nothing and reports the loss: it holds
-// candidate rows of a key another consumer may be waiting for in its lockKeys, so
-// it must not wait for anything itself (the caller undoes it or commits at once).
+// If a key was lost (its advisory lock is held) the attempt claims nothing and
+// returns the lost keys: the caller must undo it before anything else. missed are
+// the won keys lockKeys could not take (claimed by a consumer that committed since
+// the scan's snapshot); the batches it took stand.
 //
 // The scan reads max rows times the rows per batch the previous scan saw
 // (q.scanRatio): one row a batch for un-keyed traffic, about a key's backlog for
 // keyed traffic, so that one attempt usually finds max batches.
-func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int, async bool) ([]*mq.Batch, time.Time, loss, error) {
+func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int, async bool) (bs []*mq.Batch, next time.Time, lost, missed []string, err error) {
 	now := q.now()
 	until := micros(now.Add(opts.LockTimeout))
 	scan := min(max*int(max64(q.scanRatio.Load(), 1)), maxScanRows)
 	query, args := scanQuery(queue, opts, ex, now, until, max, scan, async)
 	var rows []scanned
 	if err := sqlx.SelectContext(ctx, tx, &rows, query, args...); err != nil {
-		return nil, time.Time{}, loss{}, err
+		return nil, time.Time{}, nil, nil, err
 	}
 	var (
-		bs        []*mq.Batch
-		won, lost []string
-		next      time.Time
-		read      int64
+		won  []string
+		read int64
 	)
 	for _, r := range rows {
 		switch {
@@ -539,21 +547,18 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 		q.scanRatio.Store((read + batches - 1) / batches)
 	}
 	if len(lost) > 0 {
-		return nil, time.Time{}, loss{keys: lost}, nil
+		return nil, time.Time{}, lost, nil, nil
 	}
 	if len(won) > 0 {
-		keyed, err := q.lockKeys(ctx, tx, queue, won, opts)
+		keyed, notTaken, err := q.lockKeys(ctx, tx, queue, won, opts)
 		if err != nil {
-			return nil, time.Time{}, loss{}, err
+			return nil, time.Time{}, nil, nil, err
 		}
-		if len(keyed) == 0 && len(bs) == 0 { // locked by consumers that committed after the scan's snapshot
-			return nil, time.Time{}, loss{keys: won}, nil
-		}
-		bs = append(bs, keyed...)
+		bs, missed = append(bs, keyed...), notTaken
 	}
 	// Batches in eligibility order, as one at a time would have taken them.
 	slices.SortFunc(bs, func(a, b *mq.Batch) int { return cmp.Compare(a.Messages[0].ID, b.Messages[0].ID) })
-	return bs, next, loss{}, nil
+	return bs, next, nil, missed, nil
 }
 
 func max64(a, b int64) int64 {
@@ -625,12 +630,12 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 // unless someone else holds it (or, with a KeyAttr filter, its attribute no longer
 // passes), and locks each taken key's oldest eligible messages in id order within
 // opts.MaxMessages and opts.MaxBytes (the first always): one statement for any
-// number of keys. It returns the batches of the keys it took. The messages are
-// chosen in the statement's snapshot, taken after the keys' advisory locks: every
-// other writer of the keys' rows needs those locks, so nobody changes them before
-// the UPDATE (it may only wait for another consumer's scan to let go of one,
-// unchanged).
-func (q *Queue) lockKeys(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, opts mq.DequeueOptions) ([]*mq.Batch, error) {
+// number of keys. It returns the batches of the keys it took and the keys it did
+// not. The messages are chosen in the statement's snapshot, taken after the keys'
+// advisory locks: every other writer of the keys' rows needs those locks, so nobody
+// changes them before the UPDATE (it may only wait for another consumer's scan,
+// which lost the key and is being undone, to let go of one, unchanged).
+func (q *Queue) lockKeys(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, opts mq.DequeueOptions) (bs []*mq.Batch, missed []string, err error) {
 	// Read the clock now: the keys' advisory locks are ours, so whatever their
 	// previous holders did (an Abandon making messages visible again) committed with
 	// times no later than this.
@@ -675,7 +680,7 @@ RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_a
 		pq, pkeys, ptokens, puntil, pnow, attr, tags, pmax, pbytes)
 	var rows []lockedRow
 	if err := sqlx.SelectContext(ctx, tx, &rows, query, a...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// RETURNING gives no order guarantee: each batch is in enqueue order.
 	slices.SortFunc(rows, func(a, b lockedRow) int { return cmp.Compare(a.ID, b.ID) })
@@ -683,7 +688,6 @@ RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_a
 	for i, key := range keys {
 		byToken[tokens[i]] = &mq.Batch{Queue: queue, RoutingKey: key, Token: tokens[i], LockedUntil: fromMicros(until)}
 	}
-	var bs []*mq.Batch
 	for _, r := range rows {
 		b := byToken[r.Token]
 		if len(b.Messages) == 0 {
@@ -691,7 +695,12 @@ RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_a
 		}
 		b.Messages = append(b.Messages, delivery(r))
 	}
-	return bs, nil
+	for i, key := range keys {
+		if len(byToken[tokens[i]].Messages) == 0 {
+			missed = append(missed, key)
+		}
+	}
+	return bs, missed, nil
 }
 
 // filters renders the eligibility conditions of opts on the message alias m, the key

@@ -80,13 +80,14 @@
 //     as MaxMessages and MaxBytes allow (a window of row_number and running payload
 //     size over the (queue, routing_key, id) index, cut by LIMIT).
 //
-// An attempt that lost a key (its advisory lock is taken) claims nothing and is
-// rolled back, which frees its candidate rows at once, and the next attempt skips
-// that key. A key that was claimed by a consumer that committed since the scan's
-// snapshot is left out of the batches; if that leaves none, the attempt counts as
-// lost too. DequeueTx and DequeueManyTx do the same with a savepoint. After 32 lost
-// attempts DequeueBatch reports nothing for now and, in a long poll, looks again 5
-// ms later.
+// Each attempt runs after a savepoint. An attempt that lost a key (its advisory lock
+// is taken) claims nothing and is rolled back to it, which frees its candidate rows
+// at once, and the next attempt, in the same transaction, skips that key; the
+// batches of earlier attempts stand. A key that was claimed by a consumer that
+// committed since the scan's snapshot is left out of the batches and skipped from
+// then on. DequeueTx and DequeueManyTx run inside the caller's transaction the same
+// way. After 32 lost attempts DequeueBatch reports what it holds, or nothing for now
+// and, in a long poll, looks again 5 ms later.
 //
 // A session message is taken alone, first: the oldest eligible message is picked as
 // above, and an un-keyed one is claimed together with its session, by an upsert
@@ -96,8 +97,8 @@
 // an older message being claimed right now retries the session a millisecond later
 // instead (the claimant may be the same owner, whose goroutines share the session).
 // The batches after it take no session message, so a transaction claims or touches
-// at most one session row. An attempt after the first that loses ends the
-// transaction's work: the commit that follows at once frees what it holds.
+// at most one session row. A session attempt that loses is undone with its
+// transaction (DequeueTx and DequeueManyTx: rolled back to a savepoint of their own).
 //
 // Every other operation that touches a key's lock row or a keyed message's row
 // first takes that key's advisory lock, waiting for it: Ack, Abandon, Settle and
