@@ -284,8 +284,12 @@ func (p *Provider) applyTurns(tx txn, turns []*turnCommit) error {
 	if err := tx.commitMany(bulk); err != nil {
 		return err
 	}
-	var enqueues []mq.Message
-	var cancelKeys []string
+	var (
+		enqueues   []mq.Message
+		cancelKeys []string
+		pinKeys    []string // instances whose version pin is set (or cleared: nil)
+		pins       []*int64
+	)
 	for i, c := range turns {
 		instance := locks[i].RoutingKey
 		if c.customStat != nil {
@@ -295,17 +299,18 @@ func (p *Provider) applyTurns(tx txn, turns []*turnCommit) error {
 		}
 		if v := c.a.Metadata.PinnedVersion; v != nil {
 			ord := v.Ordinal()
-			if err := tx.setKeyAttr(p.orchQ, instance, &ord); err != nil {
-				return err
-			}
+			pinKeys, pins = append(pinKeys, instance), append(pins, &ord)
 		} else if c.startsExecution {
 			// A new execution starts unpinned until told otherwise.
-			if err := tx.setKeyAttr(p.orchQ, instance, nil); err != nil {
-				return err
-			}
+			pinKeys, pins = append(pinKeys, instance), append(pins, nil)
 		}
 		enqueues = append(enqueues, c.enqueues...)
 		cancelKeys = append(cancelKeys, c.cancelKeys...)
+	}
+	if len(pinKeys) > 0 {
+		if err := tx.setKeyAttrs(p.orchQ, pinKeys, pins); err != nil {
+			return err
+		}
 	}
 	if err := tx.enqueue(enqueues...); err != nil {
 		return err

@@ -30,7 +30,8 @@ type txn interface {
 	remove(queue string, keys ...string) (int, error)
 	removePrefix(queue, prefix string) (int, error)
 	purgeKey(queue, routingKey string) (int, error)
-	setKeyAttr(queue, routingKey string, attr *int64) error
+	// setKeyAttrs sets the attribute of each of keys to attrs at the same index.
+	setKeyAttrs(queue string, keys []string, attrs []*int64) error
 
 	latestPartition(stream string) (int64, error)
 	stream(stream string) (eventstore.StreamInfo, error)
@@ -142,8 +143,18 @@ func (t memTxn) removePrefix(queue, prefix string) (int, error) {
 func (t memTxn) purgeKey(queue, routingKey string) (int, error) {
 	return t.b.q.PurgeKeyTx(t.tx, queue, routingKey)
 }
-func (t memTxn) setKeyAttr(queue, routingKey string, attr *int64) error {
-	return t.b.q.SetKeyAttrTx(t.tx, queue, routingKey, attr)
+func (t memTxn) setKeyAttrs(queue string, keys []string, attrs []*int64) error {
+	return setEachKeyAttr(keys, attrs, func(key string, attr *int64) error { return t.b.q.SetKeyAttrTx(t.tx, queue, key, attr) })
+}
+
+// setEachKeyAttr sets the attributes of keys one at a time.
+func setEachKeyAttr(keys []string, attrs []*int64, set func(key string, attr *int64) error) error {
+	for i, key := range keys {
+		if err := set(key, attrs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 func (t memTxn) latestPartition(stream string) (int64, error) {
 	return t.b.s.LatestPartitionTx(t.ctx, t.tx, stream)
@@ -347,8 +358,17 @@ func (t *sqlTxn) removePrefix(queue, prefix string) (int, error) {
 func (t *sqlTxn) purgeKey(queue, routingKey string) (int, error) {
 	return t.b.q.PurgeKeyTx(t.ctx, t.tx, queue, routingKey)
 }
-func (t *sqlTxn) setKeyAttr(queue, routingKey string, attr *int64) error {
-	return t.b.q.SetKeyAttrTx(t.ctx, t.tx, queue, routingKey, attr)
+func (t *sqlTxn) setKeyAttrs(queue string, keys []string, attrs []*int64) error {
+	if q, ok := t.b.q.(keyAttrsSetter); ok {
+		return q.SetKeyAttrsTx(t.ctx, t.tx, queue, keys, attrs)
+	}
+	return setEachKeyAttr(keys, attrs, func(key string, attr *int64) error { return t.b.q.SetKeyAttrTx(t.ctx, t.tx, queue, key, attr) })
+}
+
+// keyAttrsSetter is a SQL queue that sets many keys' attributes in one statement
+// (mq/postgres).
+type keyAttrsSetter interface {
+	SetKeyAttrsTx(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, attrs []*int64) error
 }
 func (t *sqlTxn) latestPartition(stream string) (int64, error) {
 	return t.b.s.LatestPartitionTx(t.ctx, t.tx, stream)
@@ -376,7 +396,7 @@ func (t *sqlTxn) commitMany(commits []eventstore.StreamCommit) error {
 }
 
 // manyCommitter is a SQL store that commits many streams in a few set-based
-// statements (eventstore/sqlite).
+// statements (eventstore/sqlite, eventstore/postgres).
 type manyCommitter interface {
 	CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error
 }

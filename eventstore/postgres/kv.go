@@ -45,6 +45,7 @@ func (s *Store) KVSnapshot(ctx context.Context, stream string) (map[string]event
 // ReadStatesTx reads through q, for each of streams that exists, what StreamTx, ReadTx
 // of its current partition and KVSnapshotTx would, in three statements.
 func (s *Store) ReadStatesTx(ctx context.Context, q sqlx.QueryerContext, streams []string) (map[string]*eventstore.StreamState, error) {
+	s.planStats.Ensure()
 	return s.c.ReadStatesTx(ctx, q, streams)
 }
 

@@ -54,8 +54,9 @@ type Options struct {
 // transaction stays usable; reads take any sqlx.QueryerContext (the *sqlx.Tx, or the
 // *sqlx.DB).
 type Store struct {
-	c       *essql.Store
-	retries atomic.Int64 // transactions run again (see run), for tests
+	c         *essql.Store
+	retries   atomic.Int64    // transactions run again (see run), for tests
+	planStats pgdb.StatsGuard // gives the tables ReadStatesTx reads planner statistics
 }
 
 var _ eventstore.EventStore = (*Store)(nil)
@@ -80,7 +81,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 func New(db *sqlx.DB, o Options) *Store { return newStore(db, false, o) }
 
 func newStore(db *sqlx.DB, owned bool, o Options) *Store {
-	s := &Store{}
+	s := &Store{planStats: pgdb.StatsGuard{DB: db, Tables: []string{"es_streams", "es_partitions", "es_events", "es_kv_store"}}}
 	s.c = essql.New(db, owned, o.Now, essql.Dialect{
 		Name:      "eventstore/postgres",
 		Savepoint: savepoint,
@@ -95,6 +96,7 @@ func newStore(db *sqlx.DB, owned bool, o Options) *Store {
 			return q.QueryContext(ctx, query, args...)
 		},
 		Append:     s.append,
+		CommitMany: s.commitMany,
 		UpdateRows: s.updateRows,
 		LockPlan:   lockedPlan,
 	})
@@ -114,7 +116,10 @@ func (s *Store) DB() *sqlx.DB { return s.c.DB() }
 
 // Close implements eventstore.EventStore. It closes the database only if Open
 // created it.
-func (s *Store) Close() error { return s.c.Close() }
+func (s *Store) Close() error {
+	s.planStats.Close()
+	return s.c.Close()
+}
 
 // Retries of a write that PostgreSQL aborted for a transient reason (a deadlock
 // between writers of overlapping streams, a serialization failure, a lost

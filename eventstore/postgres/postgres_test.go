@@ -319,3 +319,13 @@ func TestConcurrentWritersAcrossProcesses(t *testing.T) {
 		t.Fatalf("partitions or events without a stream: %v", orphans)
 	}
 }
+
+func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
+	estest.CommitManyMatchesAppendThenUpdate(t, func(t *testing.T, now func() time.Time) estest.CommitStore {
+		return fresh(t, now)
+	}, sqltx.Run)
+}
+
+func TestCommitManyIsAllOrNothing(t *testing.T) {
+	estest.CommitManyIsAllOrNothing(t, fresh(t, nil), sqltx.Run)
+}

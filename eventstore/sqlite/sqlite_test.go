@@ -118,3 +118,18 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 func TestNilTxIsInvalid(t *testing.T) {
 	estest.NilTxIsInvalid(t, open(t, filepath.Join(t.TempDir(), "es.db"), nil))
 }
+
+// runWrite runs fn on the store's writer, as the store's own writes do.
+func runWrite(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	return sqlitedb.WriterOf(db).Run(ctx, fn)
+}
+
+func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
+	estest.CommitManyMatchesAppendThenUpdate(t, func(t *testing.T, now func() time.Time) estest.CommitStore {
+		return open(t, filepath.Join(t.TempDir(), "es.db"), now)
+	}, runWrite)
+}
+
+func TestCommitManyIsAllOrNothing(t *testing.T) {
+	estest.CommitManyIsAllOrNothing(t, open(t, filepath.Join(t.TempDir(), "es.db"), nil), runWrite)
+}

@@ -37,13 +37,19 @@ func (s *Store) ReadStatesTx(ctx context.Context, q sqlx.QueryerContext, streams
 	if len(streams) == 0 {
 		return states, nil
 	}
-	in := "(" + sqltext.Params(len(streams)) + ")"
+	// The streams' condition: an array where the dialect has them, so that the
+	// statements' text does not depend on how many streams they read (prepared
+	// once, planned once).
+	in := "IN (" + sqltext.Params(len(streams)) + ")"
+	if s.d.Arrays {
+		in, args = "= ANY(?)", []any{streams}
+	}
 	err := s.readStates(ctx, q, op, in, args, states)
 	return states, s.wrap(op, streams[0], err)
 }
 
 func (s *Store) readStates(ctx context.Context, q sqlx.QueryerContext, op, in string, args []any, states map[string]*eventstore.StreamState) error {
-	rows, err := s.d.Query(ctx, q, sqlx.Rebind(s.d.Bind, "SELECT s.stream, "+StreamColumns+" WHERE s.stream IN "+in), args...)
+	rows, err := s.d.Query(ctx, q, sqlx.Rebind(s.d.Bind, "SELECT s.stream, "+StreamColumns+" WHERE s.stream "+in), args...)
 	if err != nil {
 		return err
 	}
@@ -62,7 +68,7 @@ func (s *Store) readStates(ctx context.Context, q sqlx.QueryerContext, op, in st
 
 	rows, err = s.d.Query(ctx, q, sqlx.Rebind(s.d.Bind, `SELECT e.stream, e.seq, e.type, e.data, e.checksum, e.created_at
 		FROM es_streams s JOIN es_events e ON e.stream = s.stream AND e.partition = s.current_partition
-		WHERE s.stream IN `+in+` ORDER BY e.stream, e.seq`), args...)
+		WHERE s.stream `+in+` ORDER BY e.stream, e.seq`), args...)
 	if err != nil {
 		return err
 	}
@@ -92,7 +98,7 @@ func (s *Store) readStates(ctx context.Context, q sqlx.QueryerContext, op, in st
 		return err
 	}
 
-	rows, err = s.d.Query(ctx, q, sqlx.Rebind(s.d.Bind, `SELECT stream, key, value, partition, updated_at FROM es_kv_store WHERE stream IN `+in), args...)
+	rows, err = s.d.Query(ctx, q, sqlx.Rebind(s.d.Bind, `SELECT stream, key, value, partition, updated_at FROM es_kv_store WHERE stream `+in), args...)
 	if err != nil {
 		return err
 	}

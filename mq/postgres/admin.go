@@ -272,21 +272,71 @@ func (q *Queue) checkSetKeyAttr(op, queue, routingKey string) error {
 	return nonEmpty(op, "routing key", routingKey)
 }
 
+// SetKeyAttrsTx sets the attribute of each routing key of keys in queue to the
+// attribute of the same index in attrs (nil clears it), inside tx: one statement for
+// any number of keys, which takes their advisory locks in ascending order first.
+// A key given twice gets its last attribute.
+func (q *Queue) SetKeyAttrsTx(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, attrs []*int64) error {
+	const op = "set key attribute"
+	if len(keys) != len(attrs) {
+		return &mq.InvalidError{Op: op, Field: "attrs", Reason: fmt.Sprintf("%d attributes for %d keys", len(attrs), len(keys))}
+	}
+	for _, key := range keys {
+		if err := q.checkSetKeyAttr(op, queue, key); err != nil {
+			return err
+		}
+	}
+	return wrap(op, q.setKeyAttrs(ctx, tx, queue, keys, attrs))
+}
+
 func (q *Queue) setKeyAttr(ctx context.Context, tx *sqlx.Tx, queue, routingKey string, attr *int64) error {
-	if _, err := tx.ExecContext(ctx, lockKeySQL, queue, routingKey); err != nil {
-		return err
+	return q.setKeyAttrs(ctx, tx, queue, []string{routingKey}, []*int64{attr})
+}
+
+// setKeyAttrsSQL sets the attributes $3 of the keys $2 of queue $1, after taking the
+// keys' advisory locks in ascending order. A key whose attribute is cleared loses
+// its row unless it is locked at $4: a row with neither lock nor attribute has no
+// reason to exist.
+var setKeyAttrsSQL = `WITH w AS MATERIALIZED (
+	SELECT * FROM unnest($2::text[], $3::bigint[]) AS w(routing_key, attr)
+),
+lk AS MATERIALIZED (
+	SELECT count(*) AS n FROM (
+		SELECT DISTINCT ` + keyLockID("$1::text", "w.routing_key") + ` AS lock_id FROM w ORDER BY lock_id
+	) r, pg_advisory_xact_lock(r.lock_id)
+),
+up AS (
+	INSERT INTO mq_keys (queue, routing_key, attr)
+	SELECT $1, w.routing_key, w.attr FROM w, lk WHERE w.attr IS NOT NULL AND lk.n >= 0
+	ON CONFLICT (queue, routing_key) DO UPDATE SET attr = excluded.attr
+),
+d AS (
+	DELETE FROM mq_keys k USING w, lk
+	WHERE w.attr IS NULL AND lk.n >= 0 AND k.queue = $1 AND k.routing_key = w.routing_key
+		AND (k.locked_until IS NULL OR k.locked_until <= $4)
+	RETURNING k.routing_key
+)
+UPDATE mq_keys k SET attr = NULL FROM w, lk
+WHERE w.attr IS NULL AND lk.n >= 0 AND k.queue = $1 AND k.routing_key = w.routing_key
+	AND NOT EXISTS (SELECT 1 FROM d WHERE d.routing_key = w.routing_key)`
+
+func (q *Queue) setKeyAttrs(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, attrs []*int64) error {
+	// One row per key, its last attribute: an upsert may not touch a row twice.
+	last := make(map[string]int, len(keys))
+	for i, k := range keys {
+		last[k] = i
 	}
-	if attr != nil {
-		_, err := tx.ExecContext(ctx, `INSERT INTO mq_keys (queue, routing_key, attr) VALUES ($1, $2, $3)
-			ON CONFLICT (queue, routing_key) DO UPDATE SET attr = excluded.attr`, queue, routingKey, *attr)
-		return err
+	if len(last) < len(keys) {
+		var ks []string
+		var as []*int64
+		for i, k := range keys {
+			if last[k] == i {
+				ks, as = append(ks, k), append(as, attrs[i])
+			}
+		}
+		keys, attrs = ks, as
 	}
-	// A row with neither lock nor attribute has no reason to exist.
-	_, err := tx.ExecContext(ctx, `WITH d AS (
-			DELETE FROM mq_keys WHERE queue = $1 AND routing_key = $2 AND (locked_until IS NULL OR locked_until <= $3) RETURNING 1
-		)
-		UPDATE mq_keys SET attr = NULL WHERE queue = $1 AND routing_key = $2 AND NOT EXISTS (SELECT 1 FROM d)`,
-		queue, routingKey, micros(q.now()))
+	_, err := tx.ExecContext(ctx, setKeyAttrsSQL, queue, keys, attrs, micros(q.now()))
 	return err
 }
 
@@ -395,6 +445,7 @@ func (q *Queue) Close() error {
 		return nil
 	}
 	q.stopListening()
+	q.planStats.Close()
 	q.hub.NotifyAll()
 	if q.owned {
 		return q.db.Close()

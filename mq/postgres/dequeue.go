@@ -135,7 +135,7 @@ func (q *Queue) poll(ctx context.Context, queue string, opts mq.DequeueOptions, 
 	if opts.Wait > 0 {
 		q.startListening()
 	}
-	q.ensureStats(ctx)
+	q.planStats.Ensure()
 	bs, err := wake.Poll(ctx, &q.hub, queue, opts.Wait, q.now, func() ([]*mq.Batch, bool, time.Time, error) {
 		bs, next, err := q.dequeue(ctx, queue, opts, max)
 		return bs, len(bs) > 0, next, err
@@ -264,7 +264,7 @@ func (q *Queue) dequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts m
 	if q.closed.Load() {
 		return nil, time.Time{}, mq.Closed(op)
 	}
-	q.ensureStats(ctx)
+	q.planStats.Ensure()
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT mq_dequeue`); err != nil {
 		return nil, time.Time{}, wrap(op, err)
 	}

@@ -42,9 +42,9 @@
 //     The migration makes autovacuum analyse the table after 5% of its rows changed.
 //     Before the first ANALYZE (a large backlog loaded into a new schema), a dequeue
 //     would sort the queue's visible messages instead: 10 ms a dequeue at 10,000
-//     messages. So a dequeuing Queue checks, at most every 5 s until the table has
-//     statistics, and runs ANALYZE mq_messages itself once the table holds 32 pages
-//     (about a thousand small messages).
+//     messages. So a dequeuing Queue checks, at most every second until the table has
+//     statistics, and runs ANALYZE mq_messages itself once the table holds 8 pages
+//     (a few hundred small messages; see pgdb.StatsGuard).
 //   - Times are Unix microseconds computed in Go (Options.Now), as in the SQLite
 //     backend, so behaviour is identical; processes sharing a schema need clocks in
 //     sync (lock expiry compares one process's times with another's).

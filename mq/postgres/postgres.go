@@ -70,9 +70,8 @@ type Queue struct {
 	retries atomic.Int64 // transient failures retried, for tests and debugging
 	losses  atomic.Int64 // dequeue attempts lost to another consumer, likewise
 
-	scanRatio      atomic.Int64 // rows per batch the last dequeue scan saw (see attemptMany)
-	statsKnown     atomic.Bool  // mq_messages has planner statistics (see ensureStats)
-	statsCheckedAt atomic.Int64 // unix nanoseconds of the last check
+	scanRatio atomic.Int64    // rows per batch the last dequeue scan saw (see attemptMany)
+	planStats pgdb.StatsGuard // gives mq_messages planner statistics (doc.go)
 
 	mu           sync.Mutex // guards the listener's start and stop
 	stopListener context.CancelFunc
@@ -109,7 +108,7 @@ func New(db *sqlx.DB, o Options) *Queue {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{db: db, now: o.Now, log: o.Logger}
+	return &Queue{db: db, now: o.Now, log: o.Logger, planStats: pgdb.StatsGuard{DB: db, Tables: []string{"mq_messages"}, Log: o.Logger}}
 }
 
 // Migrate creates or upgrades the queue's tables in the schema of the database's

@@ -232,7 +232,53 @@ func TestDequeueAnalysesAnUnanalysedBacklog(t *testing.T) {
 	if _, err := q.DequeueBatches(ctx, "q", mq.DequeueOptions{}, 10); err != nil {
 		t.Fatal(err)
 	}
-	if !hasStats() {
-		t.Fatal("mq_messages has no statistics after a dequeue of a 3,000-message backlog")
+	// The analysis runs in the background: allow it seconds.
+	for deadline := time.Now().Add(10 * time.Second); !hasStats(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("mq_messages has no statistics 10 s after a dequeue of a 3,000-message backlog")
+		}
+	}
+}
+
+// TestSetKeyAttrsTx sets several keys' attributes in one statement: a key given
+// twice gets its last attribute, and a cleared attribute of an unlocked key leaves
+// no row behind.
+func TestSetKeyAttrsTx(t *testing.T) {
+	q, _, _ := openSchema(t)
+	ctx := t.Context()
+	one, two := int64(1), int64(2)
+	set := func(keys []string, attrs []*int64) {
+		t.Helper()
+		tx, err := q.DB().BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if err := q.SetKeyAttrsTx(ctx, tx, "q", keys, attrs); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set([]string{"a", "c"}, []*int64{&one, &one})
+	set([]string{"a", "b", "a", "c"}, []*int64{&two, &two, nil, &two})
+	var rows []struct {
+		Key  string `db:"routing_key"`
+		Attr *int64 `db:"attr"`
+	}
+	if err := q.DB().SelectContext(ctx, &rows, `SELECT routing_key, attr FROM mq_keys WHERE queue = 'q' ORDER BY routing_key`); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Key != "b" || rows[1].Key != "c" || *rows[0].Attr != 2 || *rows[1].Attr != 2 {
+		t.Fatalf("mq_keys holds %+v, want b=2 and c=2 (a cleared and gone)", rows)
+	}
+	tx, err := q.DB().BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := q.SetKeyAttrsTx(ctx, tx, "q", []string{"a"}, nil); !errors.Is(err, mq.ErrInvalid) {
+		t.Fatalf("SetKeyAttrsTx with 1 key and 0 attributes: %v, want ErrInvalid", err)
 	}
 }

@@ -1,28 +1,35 @@
-package sqlite_test
+package estest
 
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/duroq/duroq/eventstore"
-	"github.com/duroq/duroq/eventstore/sqlite"
-	"github.com/duroq/duroq/internal/sqlitedb"
 	"github.com/jmoiron/sqlx"
 )
 
-// TestCommitManyMatchesAppendThenUpdate applies the same rounds of commits to two
+// CommitStore is a SQL event store that commits many streams at once.
+type CommitStore interface {
+	TxStore
+	CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error
+	ReadStatesTx(ctx context.Context, q sqlx.QueryerContext, streams []string) (map[string]*eventstore.StreamState, error)
+}
+
+// RunTx runs fn in a write transaction of db, as the backend's writers do.
+type RunTx func(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error
+
+// CommitManyMatchesAppendThenUpdate applies the same rounds of commits to two
 // stores, one with CommitManyTx and one with AppendTx then UpdateTx per stream, and
 // requires every stream, partition, event and KV entry to come out the same.
-func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
+func CommitManyMatchesAppendThenUpdate(t *testing.T, open func(t *testing.T, now func() time.Time) CommitStore, run RunTx) {
 	ctx := context.Background()
 	at := time.UnixMicro(1_700_000_000_000_000)
 	now := func() time.Time { return at }
-	bulk := open(t, filepath.Join(t.TempDir(), "bulk.db"), now)
-	each := open(t, filepath.Join(t.TempDir(), "each.db"), now)
+	bulk := open(t, now)
+	each := open(t, now)
 
 	str := func(s string) *string { return &s }
 	status := func(s eventstore.Status) *eventstore.Status { return &s }
@@ -53,9 +60,9 @@ func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
 	kv := []eventstore.KVMutation{{Op: eventstore.KVSet, Key: "k", Value: "v", At: at}}
 	final := []eventstore.StreamCommit{{Stream: "a", Events: events(2, 1), Update: eventstore.StreamUpdate{Partition: 2, Status: status(eventstore.StatusCompleted)}}}
 
-	write := func(s *sqlite.Store, commits []eventstore.StreamCommit, many bool) {
+	write := func(s CommitStore, commits []eventstore.StreamCommit, many bool) {
 		t.Helper()
-		err := sqlitedb.WriterOf(s.DB()).Run(ctx, func(tx *sqlx.Tx) error {
+		err := run(ctx, s.DB(), func(tx *sqlx.Tx) error {
 			if many {
 				return s.CommitManyTx(ctx, tx, commits)
 			}
@@ -76,7 +83,7 @@ func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
 		write(each, r, false)
 		at = at.Add(time.Second)
 	}
-	for _, s := range []*sqlite.Store{bulk, each} {
+	for _, s := range []CommitStore{bulk, each} {
 		must(t, s.ApplyKV(ctx, "a", 2, kv), "ApplyKV")
 	}
 	write(bulk, final, true)
@@ -85,13 +92,13 @@ func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
 	for _, stream := range []string{"a", "b", "c"} {
 		for _, read := range []struct {
 			what string
-			get  func(s *sqlite.Store) (any, error)
+			get  func(s CommitStore) (any, error)
 		}{
-			{"Stream", func(s *sqlite.Store) (any, error) { return s.Stream(ctx, stream) }},
-			{"Partitions", func(s *sqlite.Store) (any, error) { return s.Partitions(ctx, stream) }},
-			{"ReadLatest", func(s *sqlite.Store) (any, error) { p, e, err := s.ReadLatest(ctx, stream); return []any{p, e}, err }},
-			{"Read(1)", func(s *sqlite.Store) (any, error) { return s.Read(ctx, stream, 1) }},
-			{"KVSnapshot", func(s *sqlite.Store) (any, error) { return s.KVSnapshot(ctx, stream) }},
+			{"Stream", func(s CommitStore) (any, error) { return s.Stream(ctx, stream) }},
+			{"Partitions", func(s CommitStore) (any, error) { return s.Partitions(ctx, stream) }},
+			{"ReadLatest", func(s CommitStore) (any, error) { p, e, err := s.ReadLatest(ctx, stream); return []any{p, e}, err }},
+			{"Read(1)", func(s CommitStore) (any, error) { return s.Read(ctx, stream, 1) }},
+			{"KVSnapshot", func(s CommitStore) (any, error) { return s.KVSnapshot(ctx, stream) }},
 		} {
 			got, err1 := read.get(bulk)
 			want, err2 := read.get(each)
@@ -124,13 +131,12 @@ func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
 	}
 }
 
-// TestCommitManyIsAllOrNothing: a conflicting event in one stream leaves nothing of
-// the call written, and the error names the stream and sequence number.
-func TestCommitManyIsAllOrNothing(t *testing.T) {
+// CommitManyIsAllOrNothing: a conflicting event in one stream leaves nothing of the
+// call written, and the error names the stream and sequence number.
+func CommitManyIsAllOrNothing(t *testing.T, s CommitStore, run RunTx) {
 	ctx := context.Background()
-	s := open(t, filepath.Join(t.TempDir(), "es.db"), nil)
 	must(t, s.Append(ctx, "x", 1, []eventstore.Event{{Seq: 1, Type: "e"}}), "Append")
-	err := sqlitedb.WriterOf(s.DB()).Run(ctx, func(tx *sqlx.Tx) error {
+	err := run(ctx, s.DB(), func(tx *sqlx.Tx) error {
 		err := s.CommitManyTx(ctx, tx, []eventstore.StreamCommit{
 			{Stream: "fresh", Events: []eventstore.Event{{Seq: 1, Type: "e"}}, Update: eventstore.StreamUpdate{Partition: 1}},
 			{Stream: "x", Events: []eventstore.Event{{Seq: 1, Type: "dup"}}, Update: eventstore.StreamUpdate{Partition: 1}},
@@ -145,7 +151,7 @@ func TestCommitManyIsAllOrNothing(t *testing.T) {
 	if _, err := s.Stream(ctx, "fresh"); !errors.Is(err, eventstore.ErrNotFound) {
 		t.Errorf("stream of a failed CommitManyTx exists: %v", err)
 	}
-	err = sqlitedb.WriterOf(s.DB()).Run(ctx, func(tx *sqlx.Tx) error {
+	err = run(ctx, s.DB(), func(tx *sqlx.Tx) error {
 		return s.CommitManyTx(ctx, tx, []eventstore.StreamCommit{
 			{Stream: "y", Update: eventstore.StreamUpdate{Partition: 1}}, {Stream: "y", Update: eventstore.StreamUpdate{Partition: 1}}})
 	})
