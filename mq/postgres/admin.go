@@ -305,20 +305,24 @@ lk AS MATERIALIZED (
 		SELECT DISTINCT ` + keyLockID("$1::text", "w.routing_key") + ` AS lock_id FROM w ORDER BY lock_id
 	) r, pg_advisory_xact_lock(r.lock_id)
 ),
+-- The keys whose attribute is cleared, as an array: the statements below find their
+-- rows by primary key whatever the planner guesses about w.
+clr AS MATERIALIZED (
+	SELECT coalesce(array_agg(w.routing_key), '{}') AS keys FROM w, lk WHERE w.attr IS NULL AND lk.n >= 0
+),
 up AS (
 	INSERT INTO mq_keys (queue, routing_key, attr)
 	SELECT $1, w.routing_key, w.attr FROM w, lk WHERE w.attr IS NOT NULL AND lk.n >= 0
 	ON CONFLICT (queue, routing_key) DO UPDATE SET attr = excluded.attr
 ),
 d AS (
-	DELETE FROM mq_keys k USING w, lk
-	WHERE w.attr IS NULL AND lk.n >= 0 AND k.queue = $1 AND k.routing_key = w.routing_key
-		AND (k.locked_until IS NULL OR k.locked_until <= $4)
+	DELETE FROM mq_keys k
+	WHERE k.queue = $1 AND k.routing_key = ANY((SELECT keys FROM clr)::text[]) AND (k.locked_until IS NULL OR k.locked_until <= $4)
 	RETURNING k.routing_key
 )
-UPDATE mq_keys k SET attr = NULL FROM w, lk
-WHERE w.attr IS NULL AND lk.n >= 0 AND k.queue = $1 AND k.routing_key = w.routing_key
-	AND NOT EXISTS (SELECT 1 FROM d WHERE d.routing_key = w.routing_key)`
+UPDATE mq_keys k SET attr = NULL
+WHERE k.queue = $1 AND k.routing_key = ANY((SELECT keys FROM clr)::text[])
+	AND k.routing_key <> ALL(ARRAY(SELECT routing_key FROM d))`
 
 func (q *Queue) setKeyAttrs(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, attrs []*int64) error {
 	// One row per key, its last attribute: an upsert may not touch a row twice.
