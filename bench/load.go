@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,8 +32,10 @@ type Config struct {
 	ActivityDelay time.Duration
 	// TimerDelay is each timer's duration (default 1 ms).
 	TimerDelay time.Duration
-	// Concurrency bounds the instances in flight; 0 starts all N before the runtime
-	// (prefill), the setup of the peers' published figures.
+	// Concurrency bounds the instances in flight, started from 16 goroutines (at
+	// most Concurrency) while the runtime runs, as a web server's requests would; 0
+	// starts all N before the runtime (prefill), the setup of the peers' published
+	// figures.
 	Concurrency int
 	// Runtime options (concurrency, locks); the load driver sets OnExecutionEnded.
 	Options runtime.Options
@@ -184,21 +187,28 @@ func Load(ctx context.Context, p runtime.Provider, cfg Config) (Report, error) {
 	}
 	go func() { ran <- rt.Run(runCtx) }()
 	feedErr := make(chan error, 1)
+	const feeders = 16
 	if cfg.Concurrency > 0 {
-		go func() {
-			for _, id := range ids {
-				select {
-				case slots <- struct{}{}:
-				case <-runCtx.Done():
-					feedErr <- runCtx.Err()
-					return
+		// Starts come from several goroutines, as a web server's requests would.
+		var next atomic.Int64
+		for range min(cfg.Concurrency, feeders) {
+			go func() {
+				for i := next.Add(1) - 1; i < int64(len(ids)); i = next.Add(1) - 1 {
+					select {
+					case slots <- struct{}{}:
+					case <-runCtx.Done():
+						return
+					}
+					if err := start(ids[i]); err != nil {
+						select {
+						case feedErr <- err:
+						default:
+						}
+						return
+					}
 				}
-				if err := start(id); err != nil {
-					feedErr <- err
-					return
-				}
-			}
-		}()
+			}()
+		}
 	}
 	select {
 	case <-allDone:

@@ -16,3 +16,6 @@ func Channel(ctx context.Context, q *Queue) (string, error) {
 	err := q.db.GetContext(ctx, &ch, `SELECT `+channelExpr)
 	return ch, err
 }
+
+// EnqueueRounds reports how many transactions q's Enqueue calls shared.
+func EnqueueRounds(q *Queue) int64 { return q.enqueues.Rounds() }

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/duroq/duroq/internal/groupcommit"
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/pgdb"
 	"github.com/duroq/duroq/internal/wake"
@@ -70,8 +71,9 @@ type Queue struct {
 	retries atomic.Int64 // transient failures retried, for tests and debugging
 	losses  atomic.Int64 // dequeue attempts lost to another consumer, likewise
 
-	scanRatio atomic.Int64    // rows per batch the last dequeue scan saw (see attemptMany)
-	planStats pgdb.StatsGuard // gives mq_messages planner statistics (doc.go)
+	scanRatio atomic.Int64                     // rows per batch the last dequeue scan saw (see attemptMany)
+	planStats pgdb.StatsGuard                  // gives mq_messages planner statistics (doc.go)
+	enqueues  *groupcommit.Group[[]mq.Message] // groups concurrent Enqueue calls into shared transactions
 
 	mu           sync.Mutex // guards the listener's start and stop
 	stopListener context.CancelFunc
@@ -108,7 +110,9 @@ func New(db *sqlx.DB, o Options) *Queue {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{db: db, now: o.Now, log: o.Logger, planStats: pgdb.StatsGuard{DB: db, Tables: []string{"mq_messages"}, Log: o.Logger}}
+	q := &Queue{db: db, now: o.Now, log: o.Logger, planStats: pgdb.StatsGuard{DB: db, Tables: []string{"mq_messages"}, Log: o.Logger}}
+	q.enqueues = groupcommit.New(q.enqueueRound)
+	return q
 }
 
 // Migrate creates or upgrades the queue's tables in the schema of the database's
@@ -349,8 +353,9 @@ func nullable(s string) *string {
 	return &s
 }
 
-// Enqueue implements mq.MessageQueue: one statement (one implicit transaction) for up
-// to 1000 messages, one transaction for more.
+// Enqueue implements mq.MessageQueue. Concurrent calls share a transaction (see
+// groupcommit): one statement (one implicit transaction) for up to 1000 messages,
+// one transaction for more.
 func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
 	const op = "enqueue"
 	if q.closed.Load() {
@@ -362,6 +367,14 @@ func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	return q.enqueues.Do(ctx, msgs)
+}
+
+// enqueueRound stores the messages of concurrent Enqueue calls together, so that
+// they share one commit and its WAL flush.
+func (q *Queue) enqueueRound(ctx context.Context, calls [][]mq.Message) error {
+	const op = "enqueue"
+	msgs := slices.Concat(calls...)
 	var err error
 	if len(msgs) <= insertChunk {
 		err = q.exec(ctx, op, func() error { return q.insert(ctx, q.db, msgs) })

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/duroq/duroq/internal/groupcommit"
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/sqlitedb"
 	"github.com/duroq/duroq/internal/sqltx"
@@ -64,6 +65,8 @@ type Queue struct {
 	// unwatch ends the subscription that wakes this process's long polls when
 	// another process commits (sqlitedb.Watcher).
 	unwatch func()
+	// enqueues groups concurrent Enqueue calls into shared transactions.
+	enqueues *groupcommit.Group[[]mq.Message]
 }
 
 var _ mq.MessageQueue = (*Queue)(nil)
@@ -104,6 +107,7 @@ func New(db *sqlx.DB, o Options) *Queue {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	q := &Queue{db: db, now: o.Now, log: o.Logger, writer: sqlitedb.WriterOf(db), stmts: stmtcache.New(db)}
+	q.enqueues = groupcommit.New(q.enqueueRound)
 	// SQLite signals nothing across processes: a watcher polling the database wakes
 	// the long polls within milliseconds of another process's commit.
 	q.unwatch = sqlitedb.WatcherOf(db).Subscribe(q.hub.NotifyAll)
@@ -197,8 +201,25 @@ func corrupt(err error) bool {
 
 // Enqueue implements mq.MessageQueue: all messages in one transaction.
 func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
+	const op = "enqueue"
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	if err := mq.CheckMessages(op, msgs); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return q.enqueues.Do(ctx, msgs)
+}
+
+// enqueueRound stores the messages of concurrent Enqueue calls in one transaction,
+// so that they share its commit (with synchronous=FULL, its fsync).
+func (q *Queue) enqueueRound(ctx context.Context, calls [][]mq.Message) error {
+	msgs := slices.Concat(calls...)
 	return q.run(ctx, "enqueue", func(tx *sqlx.Tx) ([]string, error) {
-		return queueNames(msgs), q.EnqueueTx(ctx, tx, msgs...)
+		return queueNames(msgs), q.insert(ctx, tx, "enqueue", msgs)
 	})
 }
 
