@@ -370,6 +370,7 @@ func (t *sqlTxn) setKeyAttrs(queue string, keys []string, attrs []*int64) error 
 type keyAttrsSetter interface {
 	SetKeyAttrsTx(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, attrs []*int64) error
 }
+
 func (t *sqlTxn) latestPartition(stream string) (int64, error) {
 	return t.b.s.LatestPartitionTx(t.ctx, t.tx, stream)
 }
