@@ -12,6 +12,7 @@ package groupcommit
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -65,33 +66,22 @@ func (g *Group[T]) Do(ctx context.Context, item T) error {
 	}
 	g.pending = append(g.pending, r)
 	g.mu.Unlock()
+	cancelled := ctx.Done()
 	for {
 		select {
 		case round := <-r.lead:
 			g.run(round)
 		case err := <-r.done:
 			return err
-		case <-ctx.Done():
+		case <-cancelled:
 			g.mu.Lock()
 			if !r.taken {
-				i := 0
-				for g.pending[i] != r {
-					i++
-				}
-				g.pending = append(g.pending[:i], g.pending[i+1:]...)
+				g.pending = slices.DeleteFunc(g.pending, func(p *request[T]) bool { return p == r })
 				g.mu.Unlock()
 				return ctx.Err()
 			}
 			g.mu.Unlock()
-			// Taken: lead the round if handed one, and wait for the outcome.
-			for {
-				select {
-				case round := <-r.lead:
-					g.run(round)
-				case err := <-r.done:
-					return err
-				}
-			}
+			cancelled = nil // taken: wait for the outcome, leading the round if handed one
 		}
 	}
 }

@@ -37,6 +37,15 @@ func (r *recorder) apply(ctx context.Context, items []string) error {
 	return nil
 }
 
+// leadFirst has a caller lead a round of "first", held until r.release, and
+// returns its outcome.
+func leadFirst(g *Group[string], r *recorder) <-chan error {
+	first := make(chan error, 1)
+	go func() { first <- g.Do(context.Background(), "first") }()
+	<-r.entered
+	return first
+}
+
 // waitPending waits until n requests wait for the next round.
 func waitPending[T any](t *testing.T, g *Group[T], n int) {
 	t.Helper()
@@ -56,15 +65,17 @@ func waitPending[T any](t *testing.T, g *Group[T], n int) {
 func TestRequestsWaitingTogetherShareARound(t *testing.T) {
 	r := newRecorder()
 	g := New(r.apply)
-	errs := make(chan error, 6)
-	go func() { errs <- g.Do(context.Background(), "first") }()
-	<-r.entered
+	first := leadFirst(g, r)
+	errs := make(chan error, 5)
 	for _, it := range []string{"a", "b", "c", "d", "e"} {
 		go func() { errs <- g.Do(context.Background(), it) }()
 	}
 	waitPending(t, g, 5)
 	close(r.release)
-	for range 6 {
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
@@ -105,9 +116,7 @@ func TestFailedRoundIsAppliedRequestByRequest(t *testing.T) {
 func TestRequestWithdrawnWhenItsContextEndsBeforeARoundTookIt(t *testing.T) {
 	r := newRecorder()
 	g := New(r.apply)
-	first := make(chan error, 1)
-	go func() { first <- g.Do(context.Background(), "first") }()
-	<-r.entered
+	first := leadFirst(g, r)
 	ctx, cancel := context.WithCancel(context.Background())
 	late := make(chan error, 1)
 	go func() { late <- g.Do(ctx, "late") }()
@@ -152,9 +161,7 @@ func TestTakenRequestWaitsForItsOutcome(t *testing.T) {
 func TestRoundRunsWhileOneOfItsCallersStillWantsIt(t *testing.T) {
 	r := newRecorder()
 	g := New(r.apply)
-	first := make(chan error, 1)
-	go func() { first <- g.Do(context.Background(), "first") }()
-	<-r.entered
+	first := leadFirst(g, r)
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 2)
 	go func() { errs <- g.Do(ctx, "gives up") }()

@@ -297,6 +297,22 @@ func (q *Queue) dequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts m
 	return nil, q.now().Add(contendedRetry), nil
 }
 
+// claimed is what a statement returns of an un-keyed message it claimed; its
+// columns are NULL in rows that describe no message.
+type claimed struct {
+	Payload    []byte         `db:"payload"`
+	Attempts   sql.NullInt64  `db:"attempts"`
+	EnqueuedAt sql.NullInt64  `db:"enqueued_at"`
+	Tag        sql.NullString `db:"tag"`
+	Key        sql.NullString `db:"message_key"`
+}
+
+// delivery is message id as claimed, with session (if any).
+func (c claimed) delivery(id int64, session sql.NullString) mq.Delivery {
+	return delivery(lockedRow{ID: id, Payload: c.Payload, Attempts: int(c.Attempts.Int64),
+		EnqueuedAt: c.EnqueuedAt.Int64, Tag: c.Tag, Session: session, Key: c.Key})
+}
+
 // candidate is the row of the candidate statement: the oldest eligible message (if
 // any), whether it was claimed already (un-keyed), whether its key's advisory lock
 // was won (keyed), and otherwise when the next message becomes visible.
@@ -306,13 +322,9 @@ type candidate struct {
 	Session    sql.NullString `db:"session"`
 	KeyLocked  sql.NullBool   `db:"key_locked"`
 	Claimed    bool           `db:"claimed"`
-	Payload    []byte         `db:"payload"`
-	Attempts   sql.NullInt64  `db:"attempts"`
-	EnqueuedAt sql.NullInt64  `db:"enqueued_at"`
-	Tag        sql.NullString `db:"tag"`
-	Key        sql.NullString `db:"message_key"`
-	Next       sql.NullInt64  `db:"next_visible"`
-	Async      sql.NullString `db:"async_commit"`
+	claimed
+	Next  sql.NullInt64  `db:"next_visible"`
+	Async sql.NullString `db:"async_commit"`
 	// For a session message: the owner holds the session (in the candidate's
 	// snapshot), and the session has an older eligible message.
 	SessionMine  sql.NullBool `db:"session_mine"`
@@ -378,8 +390,7 @@ func (q *Queue) attempt(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 		return nil, time.Time{}, loss{session: c.Session.String, busy: busy}, nil
 	default:
 		b := &mq.Batch{Queue: queue, Token: token, LockedUntil: fromMicros(until)}
-		b.Messages = []mq.Delivery{delivery(lockedRow{ID: c.ID.Int64, Payload: c.Payload, Attempts: int(c.Attempts.Int64),
-			EnqueuedAt: c.EnqueuedAt.Int64, Tag: c.Tag, Session: c.Session, Key: c.Key})}
+		b.Messages = []mq.Delivery{c.delivery(c.ID.Int64, c.Session)}
 		return b, time.Time{}, loss{}, nil
 	}
 }
@@ -480,13 +491,9 @@ FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
 // (RoutingKey), or its last row, saying when the next message becomes visible if it
 // found none.
 type scanned struct {
-	ID         sql.NullInt64  `db:"id"`
-	Token      sql.NullString `db:"token"`
-	Payload    []byte         `db:"payload"`
-	Attempts   sql.NullInt64  `db:"attempts"`
-	EnqueuedAt sql.NullInt64  `db:"enqueued_at"`
-	Tag        sql.NullString `db:"tag"`
-	Key        sql.NullString `db:"message_key"`
+	ID    sql.NullInt64  `db:"id"`
+	Token sql.NullString `db:"token"`
+	claimed
 	RoutingKey sql.NullString `db:"routing_key"`
 	Won        sql.NullBool   `db:"won"`
 	Next       sql.NullInt64  `db:"next_visible"`
@@ -530,8 +537,7 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 		switch {
 		case r.ID.Valid:
 			bs = append(bs, &mq.Batch{Queue: queue, Token: r.Token.String, LockedUntil: fromMicros(until),
-				Messages: []mq.Delivery{delivery(lockedRow{ID: r.ID.Int64, Payload: r.Payload, Attempts: int(r.Attempts.Int64),
-					EnqueuedAt: r.EnqueuedAt.Int64, Tag: r.Tag, Key: r.Key})}})
+				Messages: []mq.Delivery{r.delivery(r.ID.Int64, sql.NullString{})}})
 		case r.RoutingKey.Valid && r.Won.Bool:
 			won = append(won, r.RoutingKey.String)
 		case r.RoutingKey.Valid:
