@@ -523,7 +523,11 @@ type scanned struct {
 func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int, async bool) (bs []*mq.Batch, next time.Time, lost, missed []string, err error) {
 	now := q.now()
 	until := micros(now.Add(opts.LockTimeout))
-	scan := min(max*int(max64(q.scanRatio.Load(), 1)), maxScanRows)
+	ratio := q.scanRatio.Load()
+	if ratio < 1 {
+		ratio = 1
+	}
+	scan := min(max*int(ratio), maxScanRows)
 	query, args := scanQuery(queue, opts, ex, now, until, max, scan, async)
 	var rows []scanned
 	if err := sqlx.SelectContext(ctx, tx, &rows, query, args...); err != nil {
@@ -565,13 +569,6 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 	// Batches in eligibility order, as one at a time would have taken them.
 	slices.SortFunc(bs, func(a, b *mq.Batch) int { return cmp.Compare(a.Messages[0].ID, b.Messages[0].ID) })
 	return bs, next, nil, missed, nil
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // maxScanRows bounds the rows one scan locks.
