@@ -75,7 +75,9 @@ type ConsumerOptions struct {
 	// Concurrency is the number of batches handled at once. Default 1. Each fetch
 	// takes up to as many batches as there are idle handlers (DequeueBatches), and
 	// the outcomes of the batches that finished meanwhile are applied together, in
-	// one Settle call.
+	// one Settle call. A handler is idle again as soon as its batch's outcome is
+	// queued for settling (its lock still renewed until then); at most Concurrency
+	// more batches wait so.
 	Concurrency int
 	// LockTimeout is the lock taken on each batch; the consumer renews it every
 	// LockTimeout/3 until the batch is settled. Default DefaultLockTimeout.
@@ -213,11 +215,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	fetchCtx, stopFetching := context.WithCancel(ctx)
 	defer stopFetching()
 	r := &run{
-		c:     c,
-		work:  work,
-		slots: make(chan struct{}, c.o.Concurrency),
-		// Every batch being settled waits for its outcome, so the channel never
-		// holds more than Concurrency requests.
+		c:         c,
+		work:      work,
+		slots:     make(chan struct{}, c.o.Concurrency),
+		unsettled: make(chan struct{}, c.o.Concurrency),
+		// Every batch being settled holds an unsettled entry while it waits for its
+		// outcome, so the channel never holds more than Concurrency requests.
 		settles: make(chan settleReq, c.o.Concurrency),
 		stop:    stopFetching,
 	}
@@ -249,14 +252,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 // run is the state of one Run: a fetch loop, a goroutine per batch being handled and
 // a settler that applies the batches' settlements in rounds.
 type run struct {
-	c        *Consumer
-	work     context.Context // the handlers' context: ends when the shutdown grace is over
-	slots    chan struct{}   // one entry per batch fetched and not yet settled
-	settles  chan settleReq
-	handlers sync.WaitGroup
+	c     *Consumer
+	work  context.Context // the handlers' context: ends when the shutdown grace is over
+	slots chan struct{}   // one entry per batch fetched whose handler has not finished
+	// unsettled has one entry per batch whose handler finished and whose settlement
+	// waits for its Settle round: a handler's slot is free for the next fetch while
+	// its batch is settled, and at most Concurrency batches wait to be.
+	unsettled chan struct{}
+	settles   chan settleReq
+	handlers  sync.WaitGroup
 
 	mu    sync.Mutex
-	round chan struct{} // while a Settle round runs: closed when it has freed its slots
+	round chan struct{} // while a Settle round runs: closed when it has applied it
 
 	once  sync.Once
 	fatal error
@@ -318,8 +325,9 @@ func (r *run) fetch(ctx context.Context) {
 
 // acquire waits for a free slot and takes every free one, and returns how many it
 // took: 0 when ctx ended first. When a Settle round is running it waits for the
-// round to free its slots too, so that one fetch refills them all rather than each
-// fetch taking the few batches that happened to be settled.
+// round to end too: the handlers whose batches it settles have freed their slots by
+// then, so one fetch refills them all rather than each fetch taking the few that
+// happened to be free.
 func (r *run) acquire(ctx context.Context) int {
 	select {
 	case r.slots <- struct{}{}:
@@ -375,7 +383,9 @@ func (r *run) process(b *Batch) {
 	}
 	s, dead, cause := c.settlement(b, err, r.work.Err() != nil)
 	done := make(chan error, 1)
-	r.settles <- settleReq{s, done} // the settler frees the slot
+	r.unsettled <- struct{}{} // the settler frees it
+	<-r.slots
+	r.settles <- settleReq{s, done}
 	switch err := <-done; {
 	case errors.Is(err, ErrLockLost):
 		c.batchLog(b).Warn("consumer lost the batch's lock before settling it; it will be redelivered", "err", err)
@@ -516,7 +526,7 @@ func (r *run) settler(ctx context.Context) {
 		r.mu.Unlock()
 		r.settleRound(ctx, round)
 		for range round {
-			<-r.slots
+			<-r.unsettled
 		}
 		r.mu.Lock()
 		r.round = nil
