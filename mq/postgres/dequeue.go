@@ -147,8 +147,9 @@ func (q *Queue) poll(ctx context.Context, queue string, opts mq.DequeueOptions, 
 }
 
 // dequeue makes transactions of attempts until one wins up to max batches or finds
-// nothing eligible. A transaction whose first attempt loses is rolled back (which
-// frees its candidate rows and key locks) and the next one skips what it lost.
+// nothing eligible. A lost session attempt rolls its whole transaction back (which
+// frees its candidate rows and key locks) and the next one skips what it lost; the
+// other attempts lose only back to their savepoint (see take).
 func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, time.Time, error) {
 	var ex exclusions
 	for range maxLosses {

@@ -357,11 +357,7 @@ func nullable(s string) *string {
 // groupcommit): one statement (one implicit transaction) for up to 1000 messages,
 // one transaction for more.
 func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
-	const op = "enqueue"
-	if q.closed.Load() {
-		return mq.Closed(op)
-	}
-	if err := checkMessages(op, msgs); err != nil {
+	if err := q.checkEnqueue(msgs); err != nil {
 		return err
 	}
 	if len(msgs) == 0 {
@@ -393,16 +389,23 @@ func (q *Queue) enqueueRound(ctx context.Context, calls [][]mq.Message) error {
 // failed statement does in PostgreSQL: roll it back.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) error {
 	const op = "enqueue"
-	if q.closed.Load() {
-		return mq.Closed(op)
-	}
-	if err := checkMessages(op, msgs); err != nil {
+	if err := q.checkEnqueue(msgs); err != nil {
 		return err
 	}
 	if err := q.insert(ctx, tx, msgs); err != nil {
 		return q.duplicate(ctx, op, msgs, wrap(op, err))
 	}
 	return nil
+}
+
+// checkEnqueue refuses an enqueue of msgs on a closed queue or of messages it
+// cannot store.
+func (q *Queue) checkEnqueue(msgs []mq.Message) error {
+	const op = "enqueue"
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
+	return checkMessages(op, msgs)
 }
 
 // insert stores msgs (already validated) through ex.

@@ -55,7 +55,7 @@ var lockKeys = `lk AS MATERIALIZED (
 
 // heldSQL locks the batches of tokens $1 whose lock is live at $2 and describes them.
 var heldSQL = forTokens(`WITH `+lockKeys+`
-SELECT h.lock_token::text AS token, min(h.queue) AS queue, bool_or(h.routing_key IS NOT NULL) AS keyed, count(*) AS n
+SELECT h.lock_token::text AS token, min(h.queue) AS queue, min(h.routing_key) AS routing_key, count(*) AS n
 FROM (
 	SELECT m.lock_token, m.queue, m.routing_key FROM lk, mq_messages m
 	WHERE m.lock_token {tokens} AND m.locked_until > $2 AND lk.n >= 0
@@ -170,7 +170,7 @@ nq AS (
 	) w
 )
 SELECT d.token::text AS token, min(d.queue) AS queue, min(d.routing_key) AS routing_key, max(d.locked_until) AS locked_until,
-	bool_or(d.routing_key IS NOT NULL) AS keyed, count(*) AS n,
+	count(*) AS n,
 	(SELECT count(*) FROM nq) AS notified
 FROM done d
 GROUP BY d.token`
@@ -182,9 +182,8 @@ var applyOne, applyMany = forTokens(applySQL, false), forTokens(applySQL, true)
 type batchRow struct {
 	Token       string         `db:"token"`
 	Queue       string         `db:"queue"`
-	RoutingKey  sql.NullString `db:"routing_key"`
+	RoutingKey  sql.NullString `db:"routing_key"` // NULL: an un-keyed batch
 	LockedUntil sql.NullInt64  `db:"locked_until"`
-	Keyed       bool           `db:"keyed"`
 	N           int            `db:"n"`
 	Notified    int            `db:"notified"` // selected so that the notifications are sent
 }
@@ -267,7 +266,7 @@ func storedReason(st mq.Settlement) string {
 // (size n) commits, as applySQL notifies them, and the queues of its follow-ups.
 func woken(st mq.Settlement, n int, b batchRow) []string {
 	var queues []string
-	if _, dead, _ := st.Split(n); b.Keyed || dead < n {
+	if _, dead, _ := st.Split(n); b.RoutingKey.Valid || dead < n {
 		queues = append(queues, b.Queue)
 	}
 	if st.DeadLettered > 0 {

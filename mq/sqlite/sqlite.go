@@ -201,11 +201,7 @@ func corrupt(err error) bool {
 
 // Enqueue implements mq.MessageQueue: all messages in one transaction.
 func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
-	const op = "enqueue"
-	if q.closed.Load() {
-		return mq.Closed(op)
-	}
-	if err := mq.CheckMessages(op, msgs); err != nil {
+	if err := q.checkEnqueue(msgs); err != nil {
 		return err
 	}
 	if len(msgs) == 0 {
@@ -246,18 +242,19 @@ const insertChunk = 256
 
 // EnqueueTx is Enqueue inside tx (a transaction of q.DB()). Call Notify after commit.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) error {
-	return q.enqueue(ctx, tx, "enqueue", msgs)
+	if err := q.checkEnqueue(msgs); err != nil {
+		return err
+	}
+	return q.insert(ctx, tx, "enqueue", msgs)
 }
 
-// enqueue stores msgs for op.
-func (q *Queue) enqueue(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.Message) error {
+// checkEnqueue refuses an enqueue of msgs on a closed queue or of invalid messages.
+func (q *Queue) checkEnqueue(msgs []mq.Message) error {
+	const op = "enqueue"
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	if err := mq.CheckMessages(op, msgs); err != nil {
-		return err
-	}
-	return q.insert(ctx, tx, op, msgs)
+	return mq.CheckMessages(op, msgs)
 }
 
 // insert stores msgs, which are valid, for op (enqueue, or the follow-ups of a
