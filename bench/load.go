@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -108,139 +109,246 @@ func Load(ctx context.Context, p runtime.Provider, cfg Config) (Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return Report{}, err
 	}
-	reg, err := loadRegistry(cfg)
-	if err != nil {
-		return Report{}, err
-	}
-	ids := make([]string, cfg.N)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-%06d", cfg.Workload, i)
-	}
-	var mu sync.Mutex
-	started := make(map[string]time.Time, cfg.N)
-	var latencies []time.Duration
-	var failures []string
-	allDone := make(chan struct{})
-	slots := make(chan struct{}, max(cfg.Concurrency, 1))
-	opts := cfg.Options
-	opts.OnExecutionEnded = func(instance string, _ uint64, status string) {
-		mu.Lock()
-		defer mu.Unlock()
-		t0, ok := started[instance]
-		if !ok {
-			return
-		}
-		delete(started, instance)
-		latencies = append(latencies, time.Since(t0))
-		if status != runtime.StatusCompleted {
-			failures = append(failures, instance+": "+status)
-		}
-		if cfg.Concurrency > 0 {
-			<-slots
-		}
-		if len(latencies) == cfg.N {
-			close(allDone)
-		}
-	}
-	rt, err := runtime.New(p, reg, opts)
-	if err != nil {
-		return Report{}, err
-	}
-	client := runtime.NewClient(p)
-	start := func(id string) error {
-		mu.Lock()
-		started[id] = time.Now()
-		mu.Unlock()
-		if err := client.StartOrchestration(ctx, id, cfg.Workload, ""); err != nil {
-			return err
-		}
-		if cfg.Workload == WorkloadEvents {
-			for k := range cfg.K {
-				if err := client.EnqueueEvent(ctx, id, "signal", strconv.Itoa(k)); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
+	d := newDriver(p, cfg)
 	if cfg.Concurrency == 0 {
-		for _, id := range ids {
-			if err := start(id); err != nil {
+		for _, id := range d.ids {
+			if err := d.start(ctx, id); err != nil {
 				return Report{}, err
 			}
 		}
 	}
-
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	ran := make(chan error, 1)
+	ended := make(chan Ended, cfg.N) // never blocks the runtime
+	var runErr error
+	ran := make(chan struct{})
 	cpu0 := cpuTime()
 	tx0 := txCount(p)
 	began := time.Now()
 	if cfg.Concurrency == 0 {
-		// Prefilled instances count from when the runtime starts.
-		mu.Lock()
-		for id := range started {
-			started[id] = began
-		}
-		mu.Unlock()
+		d.restart(began) // prefilled instances count from when the runtime starts
 	}
-	go func() { ran <- rt.Run(runCtx) }()
-	feedErr := make(chan error, 1)
-	const feeders = 16
+	go func() {
+		defer close(ran)
+		runErr = Serve(runCtx, p, cfg, func(e Ended) { ended <- e })
+	}()
+	var fed <-chan error
 	if cfg.Concurrency > 0 {
-		// Starts come from several goroutines, as a web server's requests would.
-		var next atomic.Int64
-		for range min(cfg.Concurrency, feeders) {
-			go func() {
-				for i := next.Add(1) - 1; i < int64(len(ids)); i = next.Add(1) - 1 {
-					select {
-					case slots <- struct{}{}:
-					case <-runCtx.Done():
-						return
-					}
-					if err := start(ids[i]); err != nil {
-						select {
-						case feedErr <- err:
-						default:
-						}
-						return
-					}
-				}
-			}()
-		}
+		fed = d.feed(runCtx)
 	}
-	select {
-	case <-allDone:
-	case err := <-feedErr:
-		return Report{}, err
-	case err := <-ran:
-		return Report{}, fmt.Errorf("bench: runtime stopped: %v", err)
-	case <-ctx.Done():
-		return Report{}, ctx.Err()
-	}
+	err := d.collect(ctx, ended, fed, ran)
 	elapsed := time.Since(began)
 	cpu := cpuTime() - cpu0
 	tx := txCount(p) - tx0
 	stop()
 	<-ran
-	if len(failures) > 0 {
-		return Report{}, fmt.Errorf("bench: %d instances did not complete, e.g. %s", len(failures), failures[0])
+	if err != nil || runErr != nil {
+		return Report{}, errors.Join(err, runErr)
 	}
-
-	slices.Sort(latencies)
-	pct := func(q float64) time.Duration { return latencies[min(len(latencies)-1, int(q*float64(len(latencies))))] }
-	acts := cfg.N * activitiesPer(cfg)
-	o := opts
-	r := Report{Workload: cfg.Workload, Orchestrations: cfg.N, Activities: acts, Elapsed: elapsed,
-		OrchPerSec: float64(cfg.N) / elapsed.Seconds(), ActPerSec: float64(acts) / elapsed.Seconds(),
-		P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), CPUPerOrch: cpu / time.Duration(cfg.N),
-		Settings: fmt.Sprintf("n=%d k=%d f=%d activity-delay=%v timer-delay=%v concurrency=%d (0: all started first) orchestration-dispatchers=%d workers=%d state-cache=%d (0: runtime defaults)",
-			cfg.N, cfg.K, cfg.F, cfg.ActivityDelay, cfg.TimerDelay, cfg.Concurrency, o.OrchestrationConcurrency, o.WorkerConcurrency, o.StateCacheSize)}
+	r := d.report(elapsed, cpu, "all started first")
 	if tx > 0 {
 		r.TxPerOrch = float64(tx) / float64(cfg.N)
 	}
 	return r, nil
+}
+
+// Ended is the end of an execution, as the runtime that ran it reports it.
+type Ended struct {
+	Instance string    `json:"instance"`
+	Status   string    `json:"status"`
+	At       time.Time `json:"at"`
+}
+
+// Serve runs cfg's workload on a runtime over p until ctx ends, calling ended for
+// every execution that ends there: a worker of Load, or a worker process of a
+// scale-out run (see Drive).
+func Serve(ctx context.Context, p runtime.Provider, cfg Config, ended func(Ended)) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	reg, err := loadRegistry(cfg)
+	if err != nil {
+		return err
+	}
+	opts := cfg.Options
+	opts.OnExecutionEnded = func(instance string, _ uint64, status string) {
+		ended(Ended{Instance: instance, Status: status, At: time.Now()})
+	}
+	rt, err := runtime.New(p, reg, opts)
+	if err != nil {
+		return err
+	}
+	if err := rt.Run(ctx); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("bench: runtime stopped: %w", err)
+	}
+	return nil
+}
+
+// Drive is the client of a scale-out run, whose runtimes (Serve) run in other
+// processes: it starts cfg.N instances on p while they run, from 16 goroutines with
+// at most cfg.Concurrency in flight (0: no bound), and counts them done as ended
+// reports their ends (from whichever process ran them; the clocks of the processes
+// must agree). The report's CPU is this process's.
+func Drive(ctx context.Context, p runtime.Provider, cfg Config, ended <-chan Ended) (Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return Report{}, err
+	}
+	d := newDriver(p, cfg)
+	cpu0 := cpuTime()
+	began := time.Now()
+	feedCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	if err := d.collect(ctx, ended, d.feed(feedCtx), nil); err != nil {
+		return Report{}, err
+	}
+	return d.report(d.last.Sub(began), cpuTime()-cpu0, "no bound"), nil
+}
+
+// driver starts a load's instances and measures them as they end.
+type driver struct {
+	cfg    Config
+	client *runtime.Client
+	ids    []string
+	slots  chan struct{} // in flight, when cfg.Concurrency bounds them
+
+	mu        sync.Mutex
+	started   map[string]time.Time
+	latencies []time.Duration
+	failures  []string
+	last      time.Time // the latest end
+}
+
+func newDriver(p runtime.Provider, cfg Config) *driver {
+	d := &driver{cfg: cfg, client: runtime.NewClient(p), ids: make([]string, cfg.N), started: make(map[string]time.Time, cfg.N)}
+	for i := range d.ids {
+		d.ids[i] = fmt.Sprintf("%s-%06d", cfg.Workload, i)
+	}
+	if cfg.Concurrency > 0 {
+		d.slots = make(chan struct{}, cfg.Concurrency)
+	}
+	return d
+}
+
+// start starts instance id (and sends its events).
+func (d *driver) start(ctx context.Context, id string) error {
+	d.mu.Lock()
+	d.started[id] = time.Now()
+	d.mu.Unlock()
+	if err := d.client.StartOrchestration(ctx, id, d.cfg.Workload, ""); err != nil {
+		return err
+	}
+	if d.cfg.Workload == WorkloadEvents {
+		for k := range d.cfg.K {
+			if err := d.client.EnqueueEvent(ctx, id, "signal", strconv.Itoa(k)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// restart counts every started instance from t.
+func (d *driver) restart(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range d.started {
+		d.started[id] = t
+	}
+}
+
+// feed starts every instance from 16 goroutines, as a web server's requests would,
+// each waiting for a slot when in-flight instances are bounded. The channel
+// reports the first failure.
+func (d *driver) feed(ctx context.Context) <-chan error {
+	failed := make(chan error, 1)
+	const feeders = 16
+	var next atomic.Int64
+	for range feeders {
+		go func() {
+			for i := next.Add(1) - 1; i < int64(len(d.ids)); i = next.Add(1) - 1 {
+				if d.slots != nil {
+					select {
+					case d.slots <- struct{}{}:
+					case <-ctx.Done():
+						return
+					}
+				}
+				if err := d.start(ctx, d.ids[i]); err != nil {
+					select {
+					case failed <- err:
+					default:
+					}
+					return
+				}
+			}
+		}()
+	}
+	return failed
+}
+
+// collect records ends until every instance ended, a feeder failed, the runtime
+// stopped (ran closed; nil when it runs elsewhere) or ctx ended.
+func (d *driver) collect(ctx context.Context, ended <-chan Ended, fed <-chan error, ran <-chan struct{}) error {
+	for done := 0; done < d.cfg.N; {
+		select {
+		case e, ok := <-ended:
+			if !ok {
+				return fmt.Errorf("bench: the runtimes stopped after %d of %d instances ended", done, d.cfg.N)
+			}
+			if d.end(e) {
+				done++
+			}
+		case err := <-fed:
+			return err
+		case <-ran:
+			return errors.New("bench: the runtime stopped")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if len(d.failures) > 0 {
+		return fmt.Errorf("bench: %d instances did not complete, e.g. %s", len(d.failures), d.failures[0])
+	}
+	return nil
+}
+
+// end records e; false when e is not the first end of an instance of this load.
+func (d *driver) end(e Ended) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t0, ok := d.started[e.Instance]
+	if !ok {
+		return false
+	}
+	delete(d.started, e.Instance)
+	d.latencies = append(d.latencies, e.At.Sub(t0))
+	if e.At.After(d.last) {
+		d.last = e.At
+	}
+	if e.Status != runtime.StatusCompleted {
+		d.failures = append(d.failures, e.Instance+": "+e.Status)
+	}
+	if d.slots != nil {
+		<-d.slots
+	}
+	return true
+}
+
+// report describes the load, which took elapsed and cpu; unbounded says what
+// Concurrency 0 meant.
+func (d *driver) report(elapsed, cpu time.Duration, unbounded string) Report {
+	cfg := d.cfg
+	slices.Sort(d.latencies)
+	pct := func(q float64) time.Duration {
+		return d.latencies[min(len(d.latencies)-1, int(q*float64(len(d.latencies))))]
+	}
+	acts := cfg.N * activitiesPer(cfg)
+	o := cfg.Options
+	return Report{Workload: cfg.Workload, Orchestrations: cfg.N, Activities: acts, Elapsed: elapsed,
+		OrchPerSec: float64(cfg.N) / elapsed.Seconds(), ActPerSec: float64(acts) / elapsed.Seconds(),
+		P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), CPUPerOrch: cpu / time.Duration(cfg.N),
+		Settings: fmt.Sprintf("n=%d k=%d f=%d activity-delay=%v timer-delay=%v concurrency=%d (0: %s) orchestration-dispatchers=%d workers=%d state-cache=%d (0: runtime defaults)",
+			cfg.N, cfg.K, cfg.F, cfg.ActivityDelay, cfg.TimerDelay, cfg.Concurrency, unbounded, o.OrchestrationConcurrency, o.WorkerConcurrency, o.StateCacheSize)}
 }
 
 func activitiesPer(cfg Config) int {

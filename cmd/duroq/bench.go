@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,15 +50,10 @@ func benchCmd(args []string, out io.Writer) error {
 	dir := fs.String("dir", "", "directory of the SQLite file (default: a temporary one)")
 	dsn := fs.String("dsn", os.Getenv("DUROQ_POSTGRES_DSN"), "PostgreSQL DSN (postgres backend; default $DUROQ_POSTGRES_DSN)")
 	syncMode := fs.String("sync", "normal", "SQLite synchronous mode: normal or full")
-	n := fs.Int("n", 1000, "instances (queue: messages ÷ 10, and cycles)")
-	k := fs.Int("k", 2, "sequential steps per instance (seq, timers, events)")
-	f := fs.Int("f", 5, "parallel activities per instance (fanout)")
-	delay := fs.Duration("activity-delay", 0, "activity duration (fanout default 10ms)")
-	concurrency := fs.Int("concurrency", -1, "instances in flight; 0 starts all before the runtime (default: 0, fanout 20)")
+	load := addLoadFlags(fs)
 	prefill := fs.Bool("prefill", false, "start every instance before the runtime (same as -concurrency 0)")
-	orchConc := fs.Int("orchestrations", 0, "orchestration dispatchers (0: the runtime default)")
-	workers := fs.Int("workers", 0, "activity slots (0: the runtime default)")
-	stateCache := fs.Int("state-cache", 0, "executions whose replayed state is cached between turns (0: the runtime default, -1: off)")
+	processes := fs.Int("processes", 0, "run the workload on this many worker processes, with starts from a separate client process\n"+
+		"(at most -concurrency in flight, default 200; 0: in this process)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Parse(args[1:])
@@ -81,14 +77,16 @@ func benchCmd(args []string, out io.Writer) error {
 	machine := fmt.Sprintf("%d CPUs, %s/%s, %s", goruntime.NumCPU(), goruntime.GOOS, goruntime.GOARCH, goruntime.Version())
 
 	if workload == "queue" {
-		return queueBench(ctx, out, open, *n, *asJSON, machine)
+		return queueBench(ctx, out, open, *load.n, *asJSON, machine)
 	}
 
-	cfg := bench.Config{Workload: workload, N: *n, K: *k, F: *f, ActivityDelay: *delay, Concurrency: *concurrency,
-		Options: runtime.Options{OrchestrationConcurrency: *orchConc, WorkerConcurrency: *workers, StateCacheSize: *stateCache}}
+	cfg := load.config(workload)
 	if cfg.Concurrency < 0 {
 		cfg.Concurrency = 0
-		if workload == bench.WorkloadFanout {
+		switch {
+		case *processes > 0:
+			cfg.Concurrency = 200
+		case workload == bench.WorkloadFanout:
 			cfg.Concurrency = 20
 		}
 	}
@@ -100,16 +98,61 @@ func benchCmd(args []string, out io.Writer) error {
 		return err
 	}
 	defer p.Close()
-	r, err := bench.Load(ctx, p, cfg)
-	if err != nil {
-		return err
+	var r fmt.Stringer
+	if *processes > 0 {
+		sr, err := scaleOut(ctx, p, cfg, *processes)
+		if err != nil {
+			return err
+		}
+		sr.Settings += " · backend: " + p.setting + " · " + machine
+		r = sr
+	} else {
+		lr, err := bench.Load(ctx, p, cfg)
+		if err != nil {
+			return err
+		}
+		lr.Settings += " · backend: " + p.setting + " · " + machine
+		r = lr
 	}
-	r.Settings += " · backend: " + p.setting + " · " + machine
 	if *asJSON {
 		return json.NewEncoder(out).Encode(r)
 	}
 	fmt.Fprintln(out, r)
 	return nil
+}
+
+// loadFlags are the flags that describe a load run (bench.Config), shared by
+// `duroq bench` and the processes of a scale-out run.
+type loadFlags struct {
+	n, k, f, concurrency, orchConc, workers, stateCache *int
+	delay                                               *time.Duration
+}
+
+func addLoadFlags(fs *flag.FlagSet) *loadFlags {
+	return &loadFlags{
+		n:           fs.Int("n", 1000, "instances (queue: messages ÷ 10, and cycles)"),
+		k:           fs.Int("k", 2, "sequential steps per instance (seq, timers, events)"),
+		f:           fs.Int("f", 5, "parallel activities per instance (fanout)"),
+		delay:       fs.Duration("activity-delay", 0, "activity duration (fanout default 10ms)"),
+		concurrency: fs.Int("concurrency", -1, "instances in flight; 0 starts all before the runtime (default: 0, fanout 20)"),
+		orchConc:    fs.Int("orchestrations", 0, "orchestration dispatchers (0: the runtime default)"),
+		workers:     fs.Int("workers", 0, "activity slots (0: the runtime default)"),
+		stateCache:  fs.Int("state-cache", 0, "executions whose replayed state is cached between turns (0: the runtime default, -1: off)"),
+	}
+}
+
+func (l *loadFlags) config(workload string) bench.Config {
+	return bench.Config{Workload: workload, N: *l.n, K: *l.k, F: *l.f, ActivityDelay: *l.delay, Concurrency: *l.concurrency,
+		Options: runtime.Options{OrchestrationConcurrency: *l.orchConc, WorkerConcurrency: *l.workers, StateCacheSize: *l.stateCache}}
+}
+
+// loadArgs are the flags of loadFlags that make cfg.
+func loadArgs(cfg bench.Config) []string {
+	o := cfg.Options
+	return []string{"-workload", cfg.Workload, "-n", strconv.Itoa(cfg.N), "-k", strconv.Itoa(cfg.K), "-f", strconv.Itoa(cfg.F),
+		"-activity-delay", cfg.ActivityDelay.String(), "-concurrency", strconv.Itoa(cfg.Concurrency),
+		"-orchestrations", strconv.Itoa(o.OrchestrationConcurrency), "-workers", strconv.Itoa(o.WorkerConcurrency),
+		"-state-cache", strconv.Itoa(o.StateCacheSize)}
 }
 
 // benchBackend is a fresh provider of `duroq bench` and what it leaves behind: Close
@@ -119,6 +162,9 @@ type benchBackend struct {
 	*adapter.Provider
 	setting string       // what it is, for the report
 	remove  func() error // nil: nothing to remove
+	// dbArgs are the flags with which another process opens the same database (see
+	// benchProcess).
+	dbArgs []string
 }
 
 func (b *benchBackend) Close() error {
@@ -158,7 +204,8 @@ func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (
 			}
 			return nil, err
 		}
-		return &benchBackend{Provider: p, setting: fmt.Sprintf("SQLite %s (WAL, synchronous=%s)", path, sync), remove: remove}, nil
+		return &benchBackend{Provider: p, setting: fmt.Sprintf("SQLite %s (WAL, synchronous=%s)", path, sync), remove: remove,
+			dbArgs: []string{"-sqlite", path, "-sync", sync}}, nil
 	case "postgres":
 		if dsn == "" {
 			return nil, errors.New("bench: the postgres backend needs -dsn or $DUROQ_POSTGRES_DSN")
@@ -169,7 +216,8 @@ func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (
 		if err != nil {
 			return nil, errors.Join(err, drop())
 		}
-		return &benchBackend{Provider: p, setting: "PostgreSQL schema " + schema, remove: drop}, nil
+		return &benchBackend{Provider: p, setting: "PostgreSQL schema " + schema, remove: drop,
+			dbArgs: []string{"-dsn", dsn, "-schema", schema}}, nil
 	}
 	return nil, fmt.Errorf("bench: unknown backend %q (want sqlite, sqlite-memory or postgres)", backend)
 }

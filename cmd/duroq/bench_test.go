@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"os"
 	"regexp"
 	"strings"
@@ -48,4 +49,48 @@ func TestBenchLeavesNothingBehind(t *testing.T) {
 			t.Fatalf("schema %s left behind (%d, %v)", m[1], n, err)
 		}
 	})
+}
+
+// `duroq bench -processes 2` runs the workload in two worker processes, with starts
+// from a client process: every instance completes, the workers report their ends and
+// their CPU, and nothing is left behind.
+func TestBenchProcesses(t *testing.T) {
+	backends := map[string][]string{"sqlite": nil}
+	if dsn := os.Getenv("DUROQ_POSTGRES_DSN"); dsn != "" {
+		backends["postgres"] = []string{"-backend", "postgres", "-dsn", dsn}
+	} else {
+		t.Log("DUROQ_POSTGRES_DSN is not set: the PostgreSQL case does not run")
+	}
+	for name, args := range backends {
+		t.Run(name, func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			var out strings.Builder
+			err := benchCmd(append([]string{"seq", "-n", "200", "-processes", "2", "-json"}, args...), &out)
+			if err != nil {
+				t.Fatalf("bench seq -processes 2: %v\n%s", err, out.String())
+			}
+			var r scaleOutReport
+			if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+				t.Fatalf("report: %v\n%s", err, out.String())
+			}
+			if r.Orchestrations != 200 || r.Processes != 2 || len(r.WorkerCPU) != 2 || r.OrchPerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
+				t.Fatalf("report: %+v", r)
+			}
+			ends := 0
+			for i, c := range r.WorkerCPU {
+				if c <= 0 {
+					t.Errorf("worker %d used no CPU: %+v", i+1, r)
+				}
+				ends += r.WorkerEnds[i]
+			}
+			if ends < 200 {
+				t.Errorf("the workers reported %v ends, want at least 200", r.WorkerEnds)
+			}
+			t.Logf("%d orchestrations/s, p50 %v; ends per worker %v", int(r.OrchPerSec), r.P50, r.WorkerEnds)
+			if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
+				t.Fatalf("left behind in the temporary directory: %v (%v)", left, err)
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"bufio"
 	"os"
 	"os/exec"
@@ -21,6 +22,13 @@ import (
 const demoChildEnv = "DUROQ_DEMO_CHILD_DB"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == benchProcessCmd { // a process of TestBenchProcesses
+		if err := benchProcess(os.Args[2:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if db := os.Getenv(demoChildEnv); db != "" {
 		if err := demo([]string{"-db", db, "-orders", "30", "-work", "30ms"}, os.Stdout); err != nil {
 			os.Exit(1)

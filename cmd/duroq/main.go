@@ -36,6 +36,8 @@ func main() {
 		err = benchCmd(os.Args[2:], os.Stdout)
 	case "queue-demo":
 		err = queueDemo(os.Args[2:])
+	case benchProcessCmd: // a process of `duroq bench -processes`, not for people
+		err = benchProcess(os.Args[2:], os.Stdin, os.Stdout)
 	case "help", "-h", "--help":
 		usage()
 	default:
