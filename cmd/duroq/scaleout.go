@@ -40,8 +40,8 @@ type scaleOutReport struct {
 	Processes int             `json:"worker_processes"`
 	WorkerCPU []time.Duration `json:"worker_cpu_ns"` // user+system CPU time of each worker process
 	// WorkerEnds counts the executions that ended in each worker process.
-	WorkerEnds []int `json:"worker_ends"`
-	ClientCPU time.Duration   `json:"client_cpu_ns"`
+	WorkerEnds []int         `json:"worker_ends"`
+	ClientCPU  time.Duration `json:"client_cpu_ns"`
 }
 
 func (r scaleOutReport) String() string {
