@@ -6,4 +6,9 @@
 //
 // The benchmarks report ns/op and a throughput metric (msgs/s, events/s) with their
 // setup in the sub-benchmark name.
+//
+// The loads behind `duroq bench` live here too: Load runs a runtime workload in one
+// process; Serve (the runtimes) and Drive (the client that starts the instances) are
+// its halves for a run spread over several processes; QueueLoad and QueueCycle
+// measure the queue alone.
 package bench
