@@ -99,10 +99,14 @@ func scaleOut(ctx context.Context, b *benchBackend, cfg bench.Config, processes 
 		out *bufio.Scanner
 	}
 	var workers []worker
-	stopWorkers := func() []error { // closing stdin stops a worker; waits for each
+	var forwarders sync.WaitGroup // read the workers' output until they exit
+	stopWorkers := func() []error {
+		for _, w := range workers {
+			w.in.Close() // which stops it
+		}
+		forwarders.Wait() // Wait closes the pipes: after the last read
 		var errs []error
 		for i, w := range workers {
-			w.in.Close()
 			if err := w.cmd.Wait(); err != nil {
 				errs = append(errs, fmt.Errorf("bench: worker process %d: %w", i+1, err))
 			}
@@ -126,8 +130,8 @@ func scaleOut(ctx context.Context, b *benchBackend, cfg bench.Config, processes 
 		return scaleOutReport{}, errors.Join(append([]error{err}, stopWorkers()...)...)
 	}
 	var mu sync.Mutex // one forwarded line at a time
-	var forwarders sync.WaitGroup
 	ends := make([]int, len(workers))
+	clientDone := false
 	for i, w := range workers {
 		forwarders.Go(func() {
 			for w.out.Scan() {
@@ -137,14 +141,21 @@ func scaleOut(ctx context.Context, b *benchBackend, cfg bench.Config, processes 
 				_, _ = clientIn.Write(line) // fails only once the client is done
 				mu.Unlock()
 			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !clientDone { // a worker died: the client then fails for want of ends
+				clientIn.Close()
+			}
 		})
 	}
 	var report bench.Report
 	decodeErr := json.NewDecoder(clientOut).Decode(&report)
+	mu.Lock()
+	clientDone = true
 	clientIn.Close()
+	mu.Unlock()
 	clientErr := client.Wait()
 	errs := stopWorkers()
-	forwarders.Wait()
 	if clientErr != nil {
 		errs = append([]error{fmt.Errorf("bench: client process: %w", clientErr)}, errs...)
 	} else if decodeErr != nil {
