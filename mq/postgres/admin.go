@@ -29,13 +29,12 @@ func (q *Queue) Remove(ctx context.Context, queue string, keys ...string) (n int
 		return err
 	})
 	if released {
-		q.wakeLocal(queue)
+		q.wake(queue)
 	}
 	return n, err
 }
 
-// RemoveTx is Remove inside tx. Waiters in every process are notified when tx
-// commits.
+// RemoveTx is Remove inside tx. Call Notify(queue) after commit.
 func (q *Queue) RemoveTx(ctx context.Context, tx *sqlx.Tx, queue string, keys ...string) (int, error) {
 	const op = "remove"
 	if err := q.checkRemove(op, queue, keys); err != nil {
@@ -76,13 +75,12 @@ func (q *Queue) RemovePrefix(ctx context.Context, queue, prefix string) (n int, 
 		return err
 	})
 	if released {
-		q.wakeLocal(queue)
+		q.wake(queue)
 	}
 	return n, err
 }
 
-// RemovePrefixTx is RemovePrefix inside tx. Waiters in every process are notified
-// when tx commits.
+// RemovePrefixTx is RemovePrefix inside tx. Call Notify(queue) after commit.
 func (q *Queue) RemovePrefixTx(ctx context.Context, tx *sqlx.Tx, queue, prefix string) (int, error) {
 	const op = "remove prefix"
 	if err := q.checkRemovePrefix(op, queue, prefix); err != nil {
@@ -174,7 +172,7 @@ func (q *Queue) remove(ctx context.Context, tx sqlx.ExtContext, queue, match str
 			kdel AS (DELETE FROM mq_keys WHERE queue = $3 AND routing_key = ANY($4::text[]) AND lock_token = ANY($1::uuid[]) AND attr IS NULL),
 			kupd AS (UPDATE mq_keys SET lock_token = NULL, locked_until = NULL
 				WHERE queue = $3 AND routing_key = ANY($4::text[]) AND lock_token = ANY($1::uuid[]) AND attr IS NOT NULL)
-			SELECT pg_notify(`+channelExpr+`, $3)`, tokens, now, queue, lostKeys); err != nil {
+			SELECT 1`, tokens, now, queue, lostKeys); err != nil {
 			return 0, false, err
 		}
 	}
@@ -451,6 +449,7 @@ func (q *Queue) Close() error {
 	q.stopListening()
 	q.planStats.Close()
 	q.hub.NotifyAll()
+	q.notes.drain() // the wake-ups of writes that committed
 	if q.owned {
 		return q.db.Close()
 	}
@@ -600,7 +599,7 @@ func (q *Queue) Purge(ctx context.Context, queue string, opts mq.PurgeOptions) (
 		return n, err
 	})
 	if released {
-		q.wakeLocal(queue)
+		q.wake(queue)
 	}
 	return n, err
 }
@@ -627,7 +626,7 @@ func (q *Queue) Redrive(ctx context.Context, deadLetterQueue string, opts mq.Red
 		return n, err
 	})
 	for queue := range woken {
-		q.wakeLocal(queue)
+		q.wake(queue)
 	}
 	return n, err
 }
@@ -639,7 +638,7 @@ type movedRow struct {
 }
 
 // redrive moves the dead letters of dlq matching match (arguments args from $2) to
-// to, or to their origin queue, and notifies the queues it moved messages to. It
+// to, or to their origin queue, and says how many went to each queue. It
 // locks like remove: the routing keys' advisory locks (in dlq), then the rows in id
 // order. Live locks are skipped; a lapsed one is dropped.
 func (q *Queue) redrive(ctx context.Context, tx *sqlx.Tx, dlq, to, match string, args []any) ([]movedRow, error) {
@@ -664,7 +663,7 @@ func (q *Queue) redrive(ctx context.Context, tx *sqlx.Tx, dlq, to, match string,
 			)
 			RETURNING m.queue
 		)
-		SELECT d.queue, d.n FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) d, pg_notify(`+channelExpr+`, d.queue)`,
+		SELECT queue, count(*) AS n FROM moved GROUP BY queue`,
 		match, p+1, p+2, p+3), append(args, routing, nullable(to), micros(q.now()))...)
 	return moved, moveRace(err)
 }

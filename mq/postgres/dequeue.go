@@ -101,7 +101,8 @@ func (q *Queue) normalize(queue string, opts mq.DequeueOptions) (mq.DequeueOptio
 
 // DequeueBatch implements mq.MessageQueue. Each attempt is one short READ COMMITTED
 // transaction; while waiting it holds no connection. A long poll is woken by this
-// process's writes and, through LISTEN/NOTIFY, by every other process's.
+// process's writes and, through LISTEN/NOTIFY, by every other process's (see
+// Notify).
 func (q *Queue) DequeueBatch(ctx context.Context, queue string, opts mq.DequeueOptions) (*mq.Batch, error) {
 	bs, err := q.poll(ctx, queue, opts, 1)
 	if len(bs) == 0 {

@@ -8,10 +8,10 @@
 // OpenDB, for example together with eventstore/postgres); call Migrate before use.
 // The *Tx methods (EnqueueTx, DequeueTx, AckTx, AbandonTx, SettleTx, LockTx, RenewTx,
 // RemoveTx, RemovePrefixTx, PurgeKeyTx, SetKeyAttrTx) run inside the caller's
-// transaction, so queue writes commit together with the caller's own. Their wake-ups
-// travel as a NOTIFY inside that transaction: delivered to every process when it
-// commits, never when it rolls back, so no Notify call is needed (Notify exists for
-// parity with the SQLite backend).
+// transaction, so queue writes commit together with the caller's own. As on the
+// SQLite backend, call Notify after the transaction commits for the queues it wrote
+// to: it wakes this process's long polls and, through one NOTIFY, every other
+// process's (see Wake-ups).
 //
 // # Settings and why
 //
@@ -147,18 +147,25 @@
 // key's waiting messages) or with follow-up messages, Abandon, a Settle that released
 // messages, touched a key or made dead letters (the dead-letter queue too), Redrive
 // (the destination queues), and a Remove or Purge that invalidated a live batch —
-// sends pg_notify(channel, queue) inside its transaction, on a channel named after
-// the schema. Each Queue runs, from its first long poll on, one listener goroutine
-// holding one connection that LISTENs on the channel and wakes this process's long
-// polls on the notified queue. It reconnects with a
-// growing backoff (100 ms to 5 s) when its connection fails and wakes every long
-// poll once when it is back; while it is down, long polls end at their Wait
-// deadline or when the next message becomes visible, as without notifications.
-// Writes also wake this process's long polls directly after they commit.
+// wakes the queue once it has committed: this process's long polls at once, and the
+// other processes' through pg_notify(channel, queue) on a channel named after the
+// schema. (The *Tx methods leave this to the caller's Notify.) Each Queue runs, from
+// its first long poll on, one listener goroutine holding one connection that
+// LISTENs on the channel and wakes this process's long polls on the notified queue.
+// It reconnects with a growing backoff (100 ms to 5 s) when its connection fails and
+// wakes every long poll once when it is back; while it is down, long polls end at
+// their Wait deadline or when the next message becomes visible, as without
+// notifications.
 //
-// Notifying transactions commit one at a time: PostgreSQL serialises their commits,
-// WAL flush included, on a database-wide lock, so writes that notify do not benefit
-// from group commit (measured on the test machine with 8 concurrent writers: 3-5k
-// notifying commits/s against 11k without). Acks of un-keyed batches without
-// follow-up messages, which make nothing eligible, therefore send none.
+// The NOTIFY is a statement of its own, sent after the commit, and the queues named
+// while one is under way go out together in the next. A NOTIFY inside the writing
+// transaction would be simpler and atomic, but PostgreSQL holds a database-wide
+// lock from a notifying transaction's commit until its WAL flush, so notifying
+// commits would flush one at a time across every process (measured on the test
+// machine with 8 concurrent writers: 3-5k notifying commits/s against 11k without;
+// with 4 worker processes of `duroq bench -processes`, three quarters of the lock
+// waits sampled were commits waiting for it). A NOTIFY alone writes no WAL and holds
+// that lock for microseconds. The price: a process that dies between a commit and its
+// NOTIFY leaves the other processes' long polls to their deadlines. Acks of un-keyed
+// batches without follow-up messages, which make nothing eligible, wake nobody.
 package postgres

@@ -74,6 +74,7 @@ type Queue struct {
 	scanRatio atomic.Int64                     // rows per batch the last dequeue scan saw (see attemptMany)
 	planStats pgdb.StatsGuard                  // gives mq_messages planner statistics (doc.go)
 	enqueues  *groupcommit.Group[[]mq.Message] // groups concurrent Enqueue calls into shared transactions
+	notes     notifier                         // sends wake-ups to other processes after commits
 
 	mu           sync.Mutex // guards the listener's start and stop
 	stopListener context.CancelFunc
@@ -130,11 +131,11 @@ func (q *Queue) Migrate(ctx context.Context) error {
 // stores (see the *Tx methods).
 func (q *Queue) DB() *sqlx.DB { return q.db }
 
-// Notify wakes this process's DequeueBatch calls waiting on queue. It exists for
-// parity with the SQLite backend and is never needed here: the *Tx methods send a
-// PostgreSQL NOTIFY inside the caller's transaction, which reaches every process's
-// waiters when (and only if) the transaction commits.
-func (q *Queue) Notify(queue string) { q.hub.Notify(queue) }
+// Notify wakes the DequeueBatch calls waiting on queue, in this process at once and
+// in every other process through a PostgreSQL NOTIFY sent right after: call it once
+// a transaction that used the *Tx methods has committed, for the queues it wrote to
+// (as on the SQLite backend). Several calls in a row share one NOTIFY statement.
+func (q *Queue) Notify(queue string) { q.wake(queue) }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
@@ -325,26 +326,17 @@ func queueNames(msgs []mq.Message) []string {
 	return names
 }
 
-func (q *Queue) wakeLocal(queues ...string) {
-	for _, name := range queues {
-		q.hub.Notify(name)
-	}
-}
-
 // insertChunk bounds the rows of one INSERT, so a huge Enqueue does not become one
 // enormous protocol message.
 const insertChunk = 1000
 
 // insertSQL stores messages given as parallel arrays, in array order (ids follow
-// it), and notifies the queues named by $9 when the transaction commits.
-const insertSQL = `WITH ins AS (
-	INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at)
+// it).
+const insertSQL = `INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at)
 	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[])
 		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, ord)
-	ORDER BY m.ord
-)
-SELECT pg_notify(` + channelExpr + `, q) FROM unnest($9::text[]) AS q`
+	ORDER BY m.ord`
 
 func nullable(s string) *string {
 	if s == "" {
@@ -380,12 +372,12 @@ func (q *Queue) enqueueRound(ctx context.Context, calls [][]mq.Message) error {
 	if err != nil {
 		return q.duplicate(ctx, op, msgs, err)
 	}
-	q.wakeLocal(queueNames(msgs)...)
+	q.wake(queueNames(msgs)...)
 	return nil
 }
 
-// EnqueueTx is Enqueue inside tx (a transaction of q.DB()). Waiters in every process
-// are notified when tx commits. A rejected duplicate message key aborts tx, as any
+// EnqueueTx is Enqueue inside tx (a transaction of q.DB()). Call Notify after commit
+// for the messages' queues. A rejected duplicate message key aborts tx, as any
 // failed statement does in PostgreSQL: roll it back.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) error {
 	const op = "enqueue"
@@ -430,7 +422,7 @@ func (q *Queue) insert(ctx context.Context, ex sqlx.ExecerContext, msgs []mq.Mes
 			}
 			visible[i] = micros(now.Add(m.Delay))
 		}
-		if _, err := ex.ExecContext(ctx, insertSQL, queues, routing, keys, sessions, tags, payloads, micros(now), visible, queueNames(chunk)); err != nil {
+		if _, err := ex.ExecContext(ctx, insertSQL, queues, routing, keys, sessions, tags, payloads, micros(now), visible); err != nil {
 			return err
 		}
 	}

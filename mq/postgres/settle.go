@@ -83,10 +83,7 @@ const (
 // $6 (failure $7 recorded, see mq.Settlement); the rest are released, visible at $8,
 // those up to $5 as a failed attempt (failure $7 recorded), the others with their
 // fetch undone. With $9 the key stays held until $8 (its row keeps the dead token),
-// else it is released. Sessions record the activity, and the queues where something
-// became or will become eligible are notified: the batch's queue when messages were
-// released or its key was touched, and the dead-letter queue. One row per settled
-// batch.
+// else it is released. Sessions record the activity. One row per settled batch.
 //
 // t says what becomes of each message, and each write finds its rows by primary key
 // from t: whatever the planner guesses about the batches' sizes (its statistics see
@@ -162,16 +159,9 @@ sess AS (
 		ORDER BY x.queue, x.session
 		FOR UPDATE
 	)
-),
-nq AS (
-	SELECT pg_notify(` + channelExpr + `, w.queue) FROM (
-		SELECT queue FROM done WHERE released OR routing_key IS NOT NULL
-		UNION SELECT moved_to FROM done WHERE moved_to IS NOT NULL
-	) w
 )
 SELECT d.token::text AS token, min(d.queue) AS queue, min(d.routing_key) AS routing_key, max(d.locked_until) AS locked_until,
-	count(*) AS n,
-	(SELECT count(*) FROM nq) AS notified
+	count(*) AS n
 FROM done d
 GROUP BY d.token`
 
@@ -185,7 +175,6 @@ type batchRow struct {
 	RoutingKey  sql.NullString `db:"routing_key"` // NULL: an un-keyed batch
 	LockedUntil sql.NullInt64  `db:"locked_until"`
 	N           int            `db:"n"`
-	Notified    int            `db:"notified"` // selected so that the notifications are sent
 }
 
 // wholeBatch stands for the size of a batch when the settlement does not depend on
@@ -262,8 +251,9 @@ func storedReason(st mq.Settlement) string {
 	return mq.TruncateUTF8(r, mq.MaxReasonSize)
 }
 
-// woken lists the queues to wake in this process once the settlement of batch b
-// (size n) commits, as applySQL notifies them, and the queues of its follow-ups.
+// woken lists the queues to wake once the settlement of batch b
+// (size n) commits: its queue when messages were released or its key was touched, the
+// dead-letter queue, and the queues of its follow-ups.
 func woken(st mq.Settlement, n int, b batchRow) []string {
 	var queues []string
 	if _, dead, _ := st.Split(n); b.RoutingKey.Valid || dead < n {
@@ -300,7 +290,7 @@ func (q *Queue) settleWhole(ctx context.Context, op string, st mq.Settlement) (b
 		return false, q.duplicate(ctx, op, st.Then, err)
 	}
 	if held {
-		q.wakeLocal(woken(st, wholeBatch, b)...)
+		q.wake(woken(st, wholeBatch, b)...)
 	}
 	return held, nil
 }
@@ -359,7 +349,8 @@ func (q *Queue) Ack(ctx context.Context, token string, then ...mq.Message) error
 	return lostLock(op, token, held, err)
 }
 
-// AckTx is Ack inside tx. Waiters in every process are notified when tx commits.
+// AckTx is Ack inside tx. Call Notify after commit for the batch's queue and the
+// queues of then.
 func (q *Queue) AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq.Message) error {
 	const op = "ack"
 	if q.closed.Load() {
@@ -412,8 +403,7 @@ func (q *Queue) Abandon(ctx context.Context, token string, opts mq.AbandonOption
 	return lostLock(op, token, held, err)
 }
 
-// AbandonTx is Abandon inside tx. Waiters in every process are notified when tx
-// commits.
+// AbandonTx is Abandon inside tx. Call Notify after commit for the batch's queue.
 func (q *Queue) AbandonTx(ctx context.Context, tx *sqlx.Tx, token string, opts mq.AbandonOptions) error {
 	const op = "abandon"
 	if err := q.checkAbandon(op, opts); err != nil {
@@ -461,12 +451,12 @@ func (q *Queue) Settle(ctx context.Context, settlements ...mq.Settlement) error 
 	if err != nil {
 		return q.duplicate(ctx, op, then, err)
 	}
-	q.wakeLocal(wake...)
+	q.wake(wake...)
 	return settleError(lost)
 }
 
-// SettleTx is Settle inside tx. Waiters in every process are notified when tx
-// commits. A *mq.SettleError leaves tx usable: the settlements whose lock was held
+// SettleTx is Settle inside tx. Call Notify after commit for the batches' queues,
+// the dead-letter queues and the queues of the Then messages. A *mq.SettleError leaves tx usable: the settlements whose lock was held
 // are applied in it.
 func (q *Queue) SettleTx(ctx context.Context, tx *sqlx.Tx, settlements ...mq.Settlement) error {
 	const op = "settle"

@@ -93,8 +93,9 @@ func TestWaitWakesAcrossInstances(t *testing.T) {
 	wantWoken(t, ch, "a2", "Abandon in another instance")
 }
 
-// TestWaitWakesOnCommitOfTxTwins: a *Tx write notifies when its transaction commits,
-// in every instance and without a Notify call, and never when it rolls back.
+// TestWaitWakesOnCommitOfTxTwins: a *Tx write wakes the other instances when Notify
+// follows its commit; a rolled-back one never wakes them (nothing is sent inside the
+// transaction).
 func TestWaitWakesOnCommitOfTxTwins(t *testing.T) {
 	waiter, dsn, schema := openSchema(t)
 	writer := openOn(t, dsn, schema)
@@ -119,6 +120,7 @@ func TestWaitWakesOnCommitOfTxTwins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	writer.Notify("q")
 	wantWoken(t, ch, "committed", "EnqueueTx committed in another instance")
 }
 

@@ -1,0 +1,81 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// notifier sends this process's wake-ups to the other processes after the writes
+// that made them commit, coalesced: the queues named while one NOTIFY statement is
+// under way go out together in the next. A NOTIFY inside a writing transaction
+// would hold PostgreSQL's database-wide notification lock from its commit until its
+// WAL flush, so every notifying commit of every process would flush alone (see
+// doc.go); a statement that only notifies writes no WAL and holds that lock for
+// microseconds.
+type notifier struct {
+	mu      sync.Mutex
+	pending []string      // queues named since the last send began
+	sent    chan struct{} // while a sender goroutine runs: closed when it ends
+}
+
+// notifyTimeout bounds one NOTIFY statement: a server that does not answer costs
+// the other processes their wake-ups (they poll at their deadlines), never a caller.
+const notifyTimeout = 5 * time.Second
+
+// wake wakes the long polls of queues: this process's at once, the other
+// processes' through the notifier.
+func (q *Queue) wake(queues ...string) {
+	if len(queues) == 0 {
+		return
+	}
+	for _, name := range queues {
+		q.hub.Notify(name)
+	}
+	n := &q.notes
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, name := range queues {
+		if !slices.Contains(n.pending, name) {
+			n.pending = append(n.pending, name)
+		}
+	}
+	if n.sent == nil {
+		n.sent = make(chan struct{})
+		go q.sendNotes()
+	}
+}
+
+// sendNotes sends the pending wake-ups until none is left.
+func (q *Queue) sendNotes() {
+	n := &q.notes
+	for {
+		n.mu.Lock()
+		names := n.pending
+		n.pending = nil
+		if len(names) == 0 {
+			close(n.sent)
+			n.sent = nil
+			n.mu.Unlock()
+			return
+		}
+		n.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+		_, err := q.db.ExecContext(ctx, `SELECT pg_notify(`+channelExpr+`, n) FROM unnest($1::text[]) AS n`, names)
+		cancel()
+		if err != nil {
+			q.log.Warn("mq/postgres: could not notify other processes; their long polls wait for their deadlines", "queues", names, "err", err)
+		}
+	}
+}
+
+// drain waits until the wake-ups named so far are sent.
+func (n *notifier) drain() {
+	n.mu.Lock()
+	sent := n.sent
+	n.mu.Unlock()
+	if sent != nil {
+		<-sent
+	}
+}
