@@ -246,3 +246,24 @@ func TestPoolOfOneStillWorks(t *testing.T) {
 	}
 	wantWoken(t, ch, "local", "Enqueue in the same process with a pool of one")
 }
+
+// TestCloseSendsPendingWakeUps: a writer that closes right after its last Enqueue
+// still wakes the other instances' long polls (Close sends the NOTIFY that follows
+// a commit before it closes the database).
+func TestCloseSendsPendingWakeUps(t *testing.T) {
+	waiter, dsn, schema := openSchema(t)
+	writer := openOn(t, dsn, schema)
+	ch := poll(t, waiter, "q", 30*time.Second)
+	for i := range 20 { // several commits, so that some wake-ups are pending at Close
+		if err := writer.Enqueue(t.Context(), mq.Message{Queue: "other", Payload: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writer.Enqueue(t.Context(), mq.Message{Queue: "q", Payload: []byte("last")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, ch, "last", "Enqueue right before Close in another instance")
+}
