@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -33,6 +34,8 @@ type config struct {
 	consumers    []int
 	libs         []string
 	riverDrivers []sqlDriver
+	riverPG      bool   // River also runs on PostgreSQL
+	postgres     string // its DSN
 }
 
 type result struct {
@@ -62,6 +65,7 @@ type settings struct {
 	GOARCH        string            `json:"goarch"`
 	CPUs          int               `json:"cpus"`
 	SQLite        map[string]string `json:"sqlite_versions"`
+	PostgreSQL    string            `json:"postgres_version,omitempty"`
 	DSN           string            `json:"dsn_params"`
 	GoqiteConns   int               `json:"goqite_max_open_conns"`
 	RiverConns    int               `json:"river_max_open_conns"`
@@ -85,7 +89,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	size := fs.Int("size", 128, "payload bytes per message")
 	consumers := fs.String("consumers", "1,4,16", "comma-separated consumer (goqite goroutines) / worker (River MaxWorkers) counts for the drain")
 	libs := fs.String("libs", "goqite,river", "comma-separated libraries to measure")
-	drivers := fs.String("river-drivers", "mattn,modernc", "comma-separated SQL drivers to run River on: mattn (github.com/mattn/go-sqlite3, duroq's) and/or modernc (modernc.org/sqlite, River's CLI's)")
+	pgDSN := os.Getenv("DUROQ_POSTGRES_DSN")
+	defDrivers := "mattn,modernc"
+	if pgDSN != "" {
+		defDrivers += ",postgres"
+	}
+	drivers := fs.String("river-drivers", defDrivers, "comma-separated drivers to run River on: mattn (github.com/mattn/go-sqlite3, duroq's), modernc (modernc.org/sqlite, River's CLI's),\n"+
+		"postgres (riverpgxv5 on the server of -postgres, in a schema of its own that is dropped; default when $DUROQ_POSTGRES_DSN is set)")
+	pg := fs.String("postgres", pgDSN, "PostgreSQL DSN of -river-drivers postgres (default $DUROQ_POSTGRES_DSN)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -93,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg := config{n: *n, size: *size}
+	cfg := config{n: *n, size: *size, postgres: *pg}
 	if cfg.n <= 0 || cfg.size < 0 {
 		return fmt.Errorf("-n must be > 0 and -size >= 0")
 	}
@@ -118,8 +129,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			cfg.riverDrivers = append(cfg.riverDrivers, mattn)
 		case "modernc":
 			cfg.riverDrivers = append(cfg.riverDrivers, modernc)
+		case "postgres":
+			if cfg.postgres == "" {
+				return fmt.Errorf("-river-drivers postgres needs -postgres or $DUROQ_POSTGRES_DSN")
+			}
+			cfg.riverPG = true
 		default:
-			return fmt.Errorf("-river-drivers: unknown driver %q (want mattn, modernc)", f)
+			return fmt.Errorf("-river-drivers: unknown driver %q (want mattn, modernc, postgres)", f)
 		}
 	}
 
@@ -136,6 +152,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s: %w", d.short(), err)
 		}
 		st.SQLite[d.short()] = v
+	}
+	if cfg.riverPG && slices.Contains(cfg.libs, "river") {
+		v, err := postgresVersion(ctx, cfg.postgres)
+		if err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		st.PostgreSQL = v
 	}
 
 	results, err := measure(ctx, cfg, stderr)
@@ -155,11 +178,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // progress.
 func measure(ctx context.Context, cfg config, progress io.Writer) ([]result, error) {
 	var out []result
-	add := func(lib, module string, d sqlDriver, rs ...result) {
+	add := func(lib, module, driverModule, short string, rs ...result) {
 		for _, r := range rs {
 			r.Library, r.Version = lib, moduleVersion(module)
-			r.Driver = d.module() + " " + moduleVersion(d.module())
-			fmt.Fprintf(progress, "%s %s [%s]: %s, %d consumers: %.0f/s\n", r.Library, r.Version, d.short(), r.Workload, r.Consumers, r.PerSec)
+			r.Driver = driverModule + " " + moduleVersion(driverModule)
+			fmt.Fprintf(progress, "%s %s [%s]: %s, %d consumers: %.0f/s\n", r.Library, r.Version, short, r.Workload, r.Consumers, r.PerSec)
 			out = append(out, r)
 		}
 	}
@@ -175,13 +198,13 @@ func measure(ctx context.Context, cfg config, progress io.Writer) ([]result, err
 				if err != nil {
 					return nil, fmt.Errorf("goqite drain, %d consumers: %w", c, err)
 				}
-				add("goqite", goqiteModule, mattn, rs...)
+				add("goqite", goqiteModule, mattn.module(), mattn.short(), rs...)
 			}
 			r, err := goqiteCycle(ctx, cfg, schema)
 			if err != nil {
 				return nil, fmt.Errorf("goqite cycle: %w", err)
 			}
-			add("goqite", goqiteModule, mattn, r)
+			add("goqite", goqiteModule, mattn.module(), mattn.short(), r)
 		case "river":
 			for _, d := range cfg.riverDrivers {
 				for _, c := range cfg.consumers {
@@ -189,8 +212,18 @@ func measure(ctx context.Context, cfg config, progress io.Writer) ([]result, err
 					if err != nil {
 						return nil, fmt.Errorf("river [%s] drain, %d workers: %w", d.short(), c, err)
 					}
-					add("river", riverModule, d, rs...)
+					add("river", riverModule, d.module(), d.short(), rs...)
 				}
+			}
+			if !cfg.riverPG {
+				continue
+			}
+			for _, c := range cfg.consumers {
+				rs, err := riverPGDrain(ctx, cfg, cfg.postgres, c)
+				if err != nil {
+					return nil, fmt.Errorf("river [postgres] drain, %d workers: %w", c, err)
+				}
+				add("river", riverModule, pgxModule, "postgres", rs...)
 			}
 		}
 		if err := ctx.Err(); err != nil {
@@ -206,6 +239,9 @@ func printTable(w io.Writer, st settings, results []result) error {
 	fmt.Fprintf(&b, "settings: %s (WAL journal, synchronous=NORMAL); SQLite %s (mattn), %s (modernc)\n", st.DSN, st.SQLite["mattn"], st.SQLite["modernc"])
 	fmt.Fprintf(&b, "pools: goqite MaxOpenConns %d (its README), River MaxOpenConns %d (its driver docs); River FetchCooldown %s, FetchPollInterval %s (as `river bench`)\n",
 		st.GoqiteConns, st.RiverConns, st.RiverCooldown, st.RiverPoll)
+	if st.PostgreSQL != "" {
+		fmt.Fprintf(&b, "postgres: River on PostgreSQL %s through riverpgxv5, a fresh schema per run, pgxpool's default pool size\n", st.PostgreSQL)
+	}
 	fmt.Fprintf(&b, "machine: %s %s/%s, %d CPUs\n\n", st.GoVersion, st.GOOS, st.GOARCH, st.CPUs)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "library\tversion\tworkload\tconsumers\tmsgs/s\tp50\tsql driver")

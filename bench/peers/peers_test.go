@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -54,6 +55,12 @@ func TestSmoke(t *testing.T) {
 	for _, c := range []int{1, 4, 16} {
 		want = append(want, key{"goqite", "drain", c},
 			key{"river", "drain github.com/mattn/go-sqlite3", c}, key{"river", "drain modernc.org/sqlite", c})
+		if os.Getenv("DUROQ_POSTGRES_DSN") != "" {
+			want = append(want, key{"river", "drain github.com/jackc/pgx/v5", c})
+		}
+	}
+	if pg := os.Getenv("DUROQ_POSTGRES_DSN") != ""; pg != (rep.Settings.PostgreSQL != "") {
+		t.Errorf("DUROQ_POSTGRES_DSN set: %v, but the PostgreSQL version is %q", pg, rep.Settings.PostgreSQL)
 	}
 	for _, k := range want {
 		if got[k] != 1 {
@@ -80,7 +87,7 @@ func TestTable(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-consumers", "x"}, {"-libs", "nope"}, {"-river-drivers", "pg"}, {"extra"}} {
+	for _, args := range [][]string{{"-n", "0"}, {"-consumers", "x"}, {"-libs", "nope"}, {"-river-drivers", "pg"}, {"-river-drivers", "postgres", "-postgres", ""}, {"extra"}} {
 		if err := run(t.Context(), args, io.Discard, io.Discard); err == nil {
 			t.Errorf("run(%q) = nil error, want one", args)
 		}

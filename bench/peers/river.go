@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 )
@@ -41,16 +42,23 @@ type noopWorker struct {
 
 func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
 
-// riverDrain inserts cfg.n jobs into a fresh database, then starts a client whose
-// default queue has MaxWorkers workers and measures until every job is completed
-// (counted by the client's completion events, as `river bench` does).
+// riverDrain runs riverRun on a fresh SQLite database through driver d.
 func riverDrain(ctx context.Context, cfg config, d sqlDriver, workers int) ([]result, error) {
 	db, cleanup, err := freshDB(ctx, d, riverConns)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	driver := riversqlite.New(db)
+	return riverRun(ctx, cfg, riversqlite.New(db), workers, func(ctx context.Context) error {
+		return riverAllCompleted(ctx, db, cfg.n)
+	})
+}
+
+// riverRun migrates driver's database, inserts cfg.n jobs, then starts a client whose
+// default queue has MaxWorkers workers and measures until every job is completed
+// (counted by the client's completion events, as `river bench` does); allCompleted
+// checks the table afterwards.
+func riverRun[TTx any](ctx context.Context, cfg config, driver riverdriver.Driver[TTx], workers int, allCompleted func(context.Context) error) ([]result, error) {
 	migrator, err := rivermigrate.New(driver, nil)
 	if err != nil {
 		return nil, err
@@ -120,7 +128,7 @@ func riverDrain(ctx context.Context, cfg config, d sqlDriver, workers int) ([]re
 	if err := client.Stop(stopCtx); err != nil {
 		return nil, err
 	}
-	if err := riverAllCompleted(ctx, db, cfg.n); err != nil {
+	if err := allCompleted(ctx); err != nil {
 		return nil, err
 	}
 	return []result{
@@ -131,10 +139,15 @@ func riverDrain(ctx context.Context, cfg config, d sqlDriver, workers int) ([]re
 
 func riverAllCompleted(ctx context.Context, db *sql.DB, n int) error {
 	var completed, total int
-	err := db.QueryRowContext(ctx, "select count(*) filter (where state = 'completed'), count(*) from river_job").Scan(&completed, &total)
-	if err != nil {
+	if err := db.QueryRowContext(ctx, riverCountSQL).Scan(&completed, &total); err != nil {
 		return err
 	}
+	return riverCheckCompleted(completed, total, n)
+}
+
+const riverCountSQL = "select count(*) filter (where state = 'completed'), count(*) from river_job"
+
+func riverCheckCompleted(completed, total, n int) error {
 	if completed != n || total != n {
 		return fmt.Errorf("river: %d of %d jobs completed, want %d", completed, total, n)
 	}
