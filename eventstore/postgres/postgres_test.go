@@ -329,3 +329,7 @@ func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
 func TestCommitManyIsAllOrNothing(t *testing.T) {
 	estest.CommitManyIsAllOrNothing(t, fresh(t, nil), sqltx.Run)
 }
+
+func TestClosedDatabaseIsErrClosed(t *testing.T) {
+	estest.ClosedDatabaseIsErrClosed(t, sharedDB(t))
+}

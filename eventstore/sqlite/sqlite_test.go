@@ -133,3 +133,7 @@ func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {
 func TestCommitManyIsAllOrNothing(t *testing.T) {
 	estest.CommitManyIsAllOrNothing(t, open(t, filepath.Join(t.TempDir(), "es.db"), nil), runWrite)
 }
+
+func TestClosedDatabaseIsErrClosed(t *testing.T) {
+	estest.ClosedDatabaseIsErrClosed(t, sharedDB(t))
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/internal/migrate"
+	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -259,6 +260,9 @@ func (s *Store) inTx(ctx context.Context, tx *sqlx.Tx, op, stream string, fn fun
 func (s *Store) wrap(op, stream string, err error) error {
 	if err == nil || eventstore.IsContractError(err) {
 		return err
+	}
+	if sqltx.DBClosed(err) { // the caller closed the database under the store
+		err = fmt.Errorf("%w: %w", eventstore.ErrClosed, err)
 	}
 	if stream == "" {
 		return fmt.Errorf("%s: %s: %w", s.d.Name, op, err)

@@ -327,3 +327,20 @@ func FailedTxWriteLeavesNothing(t *testing.T, f Shared) {
 		t.Fatalf("side rows = %v, want the transaction's own write", rows)
 	}
 }
+
+// ClosedDatabaseIsErrClosed: once the caller closes the shared database under the
+// store, its operations fail with eventstore.ErrClosed (a permanent error), not with
+// a bare driver error that callers would retry.
+func ClosedDatabaseIsErrClosed(t *testing.T, f Shared) {
+	ctx := t.Context()
+	if err := f.Store.Append(ctx, "s", 1, []eventstore.Event{{Seq: 1, Type: "Started"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.DB.Close()
+	if err := f.Store.Append(ctx, "s", 1, []eventstore.Event{{Seq: 2, Type: "Next"}}); !errors.Is(err, eventstore.ErrClosed) {
+		t.Errorf("Append on a closed database: %v, want ErrClosed", err)
+	}
+	if _, err := f.Store.Read(ctx, "s", 1); !errors.Is(err, eventstore.ErrClosed) {
+		t.Errorf("Read on a closed database: %v, want ErrClosed", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/duroq/duroq/internal/groupcommit"
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/pgdb"
+	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
 	"github.com/google/uuid"
@@ -242,6 +243,9 @@ func wrap(op string, err error) error {
 	}
 	if corrupt(err) {
 		return mq.Corrupt(op, err)
+	}
+	if sqltx.DBClosed(err) { // the caller closed the database under the queue
+		return fmt.Errorf("%w: %w", mq.Closed(op), err)
 	}
 	return &opError{op: op, err: err}
 }

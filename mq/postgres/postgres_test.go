@@ -282,3 +282,26 @@ func TestSetKeyAttrsTx(t *testing.T) {
 		t.Fatalf("SetKeyAttrsTx with 1 key and 0 attributes: %v, want ErrInvalid", err)
 	}
 }
+
+// TestClosedDatabaseIsErrClosed: operations on a queue whose shared database the
+// caller closed fail with mq.ErrClosed, which consumers treat as permanent, not as a
+// transient failure to retry forever.
+func TestClosedDatabaseIsErrClosed(t *testing.T) {
+	_, dsn, schema := openSchema(t)
+	db, err := postgres.OpenDB(t.Context(), dsn, postgres.DBOptions{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := postgres.New(db, postgres.Options{})
+	defer q.Close()
+	db.Close()
+	if err := q.Enqueue(t.Context(), mq.Message{Queue: "q", Payload: []byte("x")}); !errors.Is(err, mq.ErrClosed) {
+		t.Errorf("Enqueue on a closed database: %v, want ErrClosed", err)
+	}
+	if _, err := q.DequeueBatch(t.Context(), "q", mq.DequeueOptions{}); !errors.Is(err, mq.ErrClosed) {
+		t.Errorf("DequeueBatch on a closed database: %v, want ErrClosed", err)
+	}
+	if err := q.Ack(t.Context(), "00000000-0000-0000-0000-000000000000"); !errors.Is(err, mq.ErrClosed) {
+		t.Errorf("Ack on a closed database: %v, want ErrClosed", err)
+	}
+}
