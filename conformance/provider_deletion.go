@@ -392,8 +392,8 @@ func testDelInstancesAtomic(t *testing.T, e penv) {
 	if err != nil {
 		t.Fatalf("DeleteInstancesAtomic(%q): %v", ids, err)
 	}
-	if res.InstancesDeleted < 1 || res.ExecutionsDeleted < 3 {
-		t.Fatalf("DeleteInstancesAtomic reported %+v; want at least 1 instance and 3 executions deleted", res)
+	if res.InstancesDeleted != 3 || res.ExecutionsDeleted != 3 {
+		t.Fatalf("DeleteInstancesAtomic reported %+v; want exactly 3 instances and 3 executions deleted", res)
 	}
 	for _, id := range ids {
 		delMustBeGone(t, a, id, "it was deleted atomically with the others")
