@@ -119,7 +119,8 @@ func testMultiExecutionExecutionIDSequencing(t *testing.T, e penv) {
 }
 
 // testMultiExecutionContinueAsNewCreatesNewExecution: acking a ContinueAsNew turn with
-// execution id 2 makes execution 2 current.
+// execution id 2 makes execution 2 current: the next fetch is execution 2's, with
+// its own history, and execution 1 keeps its own.
 func testMultiExecutionContinueAsNewCreatesNewExecution(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "instance-A"
@@ -130,10 +131,18 @@ func testMultiExecutionContinueAsNewCreatesNewExecution(t *testing.T, e penv) {
 	meTurn(t, p, can, 2, runtime.ExecutionMetadata{},
 		atomOn(inst, 2, startedEvent(1, "TestOrch", "1.0.0", "new-input")))
 
-	// duroxide checks the execution id only if there is something left to fetch.
-	if item := fetchOrch(t, p, longLock); item != nil && item.ExecutionID != 2 {
+	// duroxide checks the execution id only if something is left to fetch; a message
+	// raised after the continue-as-new makes sure something is.
+	enqueueOrch(t, p, runtime.WorkItem{Kind: runtime.WorkExternalRaised, Instance: inst, Name: "go", Data: "after"}, 0)
+	item := mustFetchOrch(t, p, longLock, "an event raised after the continue-as-new")
+	if item.ExecutionID != 2 {
 		t.Fatalf("fetch after continue-as-new: execution id %d; want 2", item.ExecutionID)
 	}
+	atomRequireKinds(t, item.History, "the fetched history of execution 2", runtime.EventOrchestrationStarted)
+	if item.History[0].Input != "new-input" {
+		t.Fatalf("execution 2 started with input %q; want the continue-as-new's %q", item.History[0].Input, "new-input")
+	}
+	atomRequireKinds(t, meReadExecution(t, p, inst, 1), "execution 1, kept apart", runtime.EventOrchestrationStarted)
 }
 
 // testMultiExecutionExecutionHistoryPersistence: three executions keep independent
