@@ -6,6 +6,8 @@
 package conformance
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -92,11 +94,36 @@ func testErrorHandlingMissingInstanceMetadata(t *testing.T, e penv) {
 	}
 }
 
-// testErrorHandlingCorruptedSerializationData: smoke test: a fetch does not fail or panic (any
-// result is accepted).
+// testErrorHandlingCorruptedSerializationData: duroxide's smoke test only fetches
+// (any result accepted). Here an instance's stored history is made undecodable
+// first: a fetch with a message for it neither fails nor panics but hands the
+// instance over locked, with HistoryError set and no events, and another instance
+// is still fetched as usual beside it.
 func testErrorHandlingCorruptedSerializationData(t *testing.T, e penv) {
+	corrupt := ehCorruptHook(t, e)
 	p := e.open(t)
-	_ = fetchOrch(t, p, longLock)
+	const bad, good = "inst-corrupt-data", "inst-healthy"
+	createInstance(t, p, bad)
+	corrupt(t, p, bad)
+	enqueueOrch(t, p, runtime.WorkItem{Kind: runtime.WorkExternalRaised, Instance: bad, Name: "go", Data: "x"}, 0)
+	enqueueOrch(t, p, startItem(good, "TestOrch", "1.0.0", "{}"), 0)
+
+	got := map[string]*runtime.OrchestrationItem{}
+	for range 2 {
+		item := mustFetchOrch(t, p, longLock, "the corrupted and the healthy instance")
+		got[item.Instance] = item
+	}
+	if item := got[bad]; item == nil {
+		t.Fatalf("fetched %v; want %s (corrupted) among them", slices.Collect(maps.Keys(got)), bad)
+	} else if item.HistoryError == "" || len(item.History) != 0 {
+		t.Fatalf("%s: HistoryError %q with %d events; want the decoding error and no events", bad, item.HistoryError, len(item.History))
+	}
+	if item := got[good]; item == nil || item.HistoryError != "" {
+		t.Fatalf("the healthy instance: %+v; want it fetched as usual", item)
+	}
+	if item := fetchOrch(t, p, longLock); item != nil {
+		t.Fatalf("a third fetch returned %s; want nothing (both instances are locked)", item.Instance)
+	}
 }
 
 // testErrorHandlingLockExpirationDuringAck: an ack after the lock lapsed is rejected.
