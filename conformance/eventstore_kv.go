@@ -126,6 +126,8 @@ func esKVSnapshotAfterClearSingle(x *esT) {
 	x.wantSnapshot("s", "a cleared key does not reach the store", map[string]string{"keep": "yes"})
 }
 
+// esKVSnapshotAfterClearAll: a clear-all removes the keys of the delta and those an
+// earlier partition took to the store; a key set after it stays.
 func esKVSnapshotAfterClearAll(x *esT) {
 	x.kvStream("s")
 	x.applyKV("s", 1, esSet("a", "1"), esSet("b", "2"))
@@ -133,6 +135,15 @@ func esKVSnapshotAfterClearAll(x *esT) {
 	x.wantSnapshot("s", "nothing reached the store", map[string]string{})
 	x.end("s", 1, eventstore.StatusCompleted)
 	x.wantSnapshot("s", "cleared keys do not reach the store", map[string]string{})
+
+	x.kvStream("t")
+	x.applyKV("t", 1, esSet("a", "1"), esSet("b", "2"))
+	x.nextPartition("t", 1)
+	x.wantSnapshot("t", "an ended partition takes its keys to the store", map[string]string{"a": "1", "b": "2"})
+	x.applyKV("t", 2, esClearAll(), esSet("c", "3"))
+	x.wantSnapshot("t", "the clear-all has not reached the store yet", map[string]string{"a": "1", "b": "2"})
+	x.end("t", 2, eventstore.StatusCompleted)
+	x.wantSnapshot("t", "a clear-all removes the stored keys, not one set after it", map[string]string{"c": "3"})
 }
 
 func esKVPartitionTracking(x *esT) {
