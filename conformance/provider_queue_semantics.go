@@ -183,9 +183,15 @@ func testQueueSemanticsWorkerDelayedVisibilitySkipsFutureItems(t *testing.T, e p
 	atomAckWork(t, p, third.LockToken, ptr(activityCompleted(inst, 1, 1, "done")))
 }
 
+// orphanWatch is how long OrphanQueueMessagesDropped watches for dropped messages
+// coming back.
+const orphanWatch = 2500 * time.Millisecond
+
 // testQueueSemanticsOrphanQueueMessagesDropped: QueueMessages for an instance that
-// does not exist are dropped by the fetch; for an existing instance they are delivered.
+// does not exist are dropped by the fetch (an instance created afterwards never sees
+// them); for an existing instance they are delivered.
 func testQueueSemanticsOrphanQueueMessagesDropped(t *testing.T, e penv) {
+	t.Parallel()
 	p := e.open(t)
 	queueMsg := func(inst, data string) runtime.WorkItem {
 		return runtime.WorkItem{Kind: runtime.WorkQueueMessage, Instance: inst, Name: "ConfigUpdate", Data: data}
@@ -196,6 +202,27 @@ func testQueueSemanticsOrphanQueueMessagesDropped(t *testing.T, e penv) {
 	enqueueOrch(t, p, queueMsg("orphan-test", "v2"), 0)
 	atomNoOrch(t, p, 5*time.Second, "queue messages for an instance that does not exist are dropped")
 	atomNoOrch(t, p, 5*time.Second, "the orphan queue messages must have been deleted, not left queued")
+	// Deleted, not merely held back: once the instance exists, they never reach it
+	// (watched for orphanWatch, well beyond a retry delay of a provider that would
+	// hold them back: 1 s by default in duroq's).
+	enqueueOrch(t, p, startItem("orphan-test", "TestOrch", "1.0.0", "{}"), 0)
+	for deadline, first := time.Now().Add(orphanWatch), true; time.Now().Before(deadline); first = false {
+		item := fetchOrch(t, p, 5*time.Second)
+		if item == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		for _, m := range item.Messages {
+			if m.Kind == runtime.WorkQueueMessage {
+				t.Fatalf("the new instance %s received %+v, a queue message sent before it existed; want it dropped", item.Instance, m)
+			}
+		}
+		ack := runtime.OrchestrationAck{ExecutionID: item.ExecutionID}
+		if first {
+			ack.HistoryDelta = []runtime.Event{atomStarted("orphan-test", 1)}
+		}
+		ackOrch(t, p, item.LockToken, ack)
+	}
 
 	// Part 2: an existing instance receives its queue message.
 	const inst = "orphan-test-existing"
