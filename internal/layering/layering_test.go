@@ -20,7 +20,7 @@ var allowed = map[string][]string{
 	"eventstore/sqlite":     {"eventstore", "internal/", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
 	"mq/postgres":           {"mq", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
 	"eventstore/postgres":   {"eventstore", "internal/", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
-	"internal/essql":        {"eventstore", "internal/migrate", "internal/sqltext", "github.com/jmoiron/sqlx"},
+	"internal/essql":        {"eventstore", "internal/migrate", "internal/sqltext", "internal/sqltx", "github.com/jmoiron/sqlx"},
 	"internal/estest":       {"eventstore", "internal/migrate", "internal/sqltx", "github.com/jmoiron/sqlx"},
 }
 
