@@ -2,6 +2,11 @@ package conformance
 
 import (
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +34,11 @@ type ProviderFactory struct {
 	// MaxAttemptCount returns the largest attempt count among instance's pending
 	// orchestrator messages. Cases that need it skip, saying so, when it is nil.
 	MaxAttemptCount func(t *testing.T, p runtime.Provider, instance string) uint32
+	// Partial declares that the provider is tested without some capabilities
+	// (management, the hooks above): the summary of the cases they kept from running
+	// is then logged. By default it fails the suite: such a provider is not shown
+	// conformant.
+	Partial bool
 }
 
 // providerCase is one ported duroxide validation test.
@@ -64,7 +74,17 @@ func TestProvider(t *testing.T, f ProviderFactory) {
 	if f.ShortPollThreshold == 0 {
 		f.ShortPollThreshold = 100 * time.Millisecond
 	}
-	e := penv{f: f}
+	e := penv{f: f, missing: &capabilityTally{}}
+	t.Cleanup(func() {
+		line := e.missing.summary()
+		switch {
+		case line == "":
+		case f.Partial:
+			t.Log(line)
+		default:
+			t.Error(line + " (set ProviderFactory.Partial to accept that)")
+		}
+	})
 	for _, g := range providerGroups {
 		t.Run(g.name, func(t *testing.T) {
 			for _, c := range g.cases {
@@ -75,7 +95,44 @@ func TestProvider(t *testing.T, f ProviderFactory) {
 }
 
 // penv gives cases the factory and shared helpers.
-type penv struct{ f ProviderFactory }
+type penv struct {
+	f       ProviderFactory
+	missing *capabilityTally // the cases skipped for want of a capability
+}
+
+// capabilityTally counts, per capability, the cases it kept from running.
+type capabilityTally struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// lacks skips the test, which needs capability, and counts it for the summary.
+func (e penv) lacks(t *testing.T, capability, why string) {
+	t.Helper()
+	e.missing.mu.Lock()
+	if e.missing.counts == nil {
+		e.missing.counts = map[string]int{}
+	}
+	e.missing.counts[capability]++
+	e.missing.mu.Unlock()
+	t.Skipf("needs %s: %s", capability, why)
+}
+
+// summary is the not-conformant line, or "" when no case was skipped.
+func (c *capabilityTally) summary() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.counts) == 0 {
+		return ""
+	}
+	var parts []string
+	n := 0
+	for _, capability := range slices.Sorted(maps.Keys(c.counts)) {
+		parts = append(parts, fmt.Sprintf("%s (%d)", capability, c.counts[capability]))
+		n += c.counts[capability]
+	}
+	return fmt.Sprintf("not conformant: %d cases did not run for want of %s", n, strings.Join(parts, ", "))
+}
 
 // open makes a fresh provider and closes it when the test ends.
 func (e penv) open(t *testing.T) runtime.Provider {
@@ -97,7 +154,7 @@ func (e penv) admin(t *testing.T, p runtime.Provider) runtime.ProviderAdmin {
 	t.Helper()
 	m, ok := p.(runtime.ManagedProvider)
 	if !ok {
-		t.Skip("the provider has no management capability (runtime.ManagedProvider)")
+		e.lacks(t, "management (runtime.ManagedProvider)", "the provider does not implement it")
 	}
 	return m.Management()
 }

@@ -131,7 +131,7 @@ func capSeed(t *testing.T, p runtime.Provider, instance, pinned string) {
 func capNeedCorrupt(t *testing.T, e penv) {
 	t.Helper()
 	if e.f.CorruptInstanceHistory == nil {
-		t.Skip("the factory has no CorruptInstanceHistory hook (needed to store undecodable history)")
+		e.lacks(t, "the CorruptInstanceHistory hook", "it stores undecodable history")
 	}
 }
 
@@ -139,7 +139,7 @@ func capNeedCorrupt(t *testing.T, e penv) {
 func capNeedMaxAttempt(t *testing.T, e penv) {
 	t.Helper()
 	if e.f.MaxAttemptCount == nil {
-		t.Skip("the factory has no MaxAttemptCount hook (needed to read pending attempt counts)")
+		e.lacks(t, "the MaxAttemptCount hook", "it reads pending attempt counts")
 	}
 }
 

@@ -31,7 +31,7 @@ func init() {
 func ehCorruptHook(t *testing.T, e penv) func(t *testing.T, p runtime.Provider, instance string) {
 	t.Helper()
 	if e.f.CorruptInstanceHistory == nil {
-		t.Skip("needs ProviderFactory.CorruptInstanceHistory, which this factory does not provide")
+		e.lacks(t, "the CorruptInstanceHistory hook", "it stores undecodable history")
 	}
 	return e.f.CorruptInstanceHistory
 }
