@@ -531,12 +531,12 @@ func TestConsumerRenewsTheLockOfALongHandler(t *testing.T) {
 		c := newConsumer(t, q, func(ctx context.Context, b *mq.Batch) error {
 			calls.Add(1)
 			select {
-			case <-time.After(600 * time.Millisecond): // four lock timeouts
+			case <-time.After(1200 * time.Millisecond): // four lock timeouts
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-		}, mq.ConsumerOptions{LockTimeout: 150 * time.Millisecond, Concurrency: 2})
+		}, mq.ConsumerOptions{LockTimeout: 300 * time.Millisecond, Concurrency: 2}) // margin for a loaded machine
 		enqueue(t, q, mq.Message{Queue: "jobs"})
 		runConsumer(t, c)
 		waitFor(t, "the message is acked", func() bool { return calls.Load() == 1 && stats(t, q, "jobs") == mq.Stats{} })
