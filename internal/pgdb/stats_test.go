@@ -1,0 +1,55 @@
+package pgdb_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/duroq/duroq/internal/pgdb"
+	"github.com/duroq/duroq/internal/pgtest"
+)
+
+// StatsGuard analyses a table without planner statistics once it is large enough to
+// matter, leaves a small one alone, and stops on Close.
+func TestStatsGuardAnalysesLargeTablesWithoutStatistics(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	ctx := t.Context()
+	db, err := pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, stmt := range []string{
+		// Autovacuum off, so that only the guard can analyse them.
+		`CREATE TABLE big (id int, v text) WITH (autovacuum_enabled = false)`,
+		`CREATE TABLE small (id int) WITH (autovacuum_enabled = false)`,
+		`INSERT INTO big SELECT i, repeat('x', 100) FROM generate_series(1, 5000) AS i`,
+		`INSERT INTO small VALUES (1)`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	analysed := func(table string) bool {
+		var n int
+		if err := db.GetContext(ctx, &n, `SELECT count(*) FROM pg_stats WHERE schemaname = current_schema() AND tablename = $1`, table); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+
+	g := &pgdb.StatsGuard{DB: db, Tables: []string{"big", "small"}}
+	g.Ensure()
+	deadline := time.Now().Add(10 * time.Second)
+	for !analysed("big") {
+		if time.Now().After(deadline) {
+			t.Fatal("the large table had no statistics 10 s after Ensure")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	g.Close()
+	if analysed("small") {
+		t.Error("the small table was analysed; want it left to autovacuum")
+	}
+	g.Ensure() // after Close: starts nothing, and returns
+	g.Close()
+}
