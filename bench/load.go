@@ -119,7 +119,7 @@ func Load(ctx context.Context, p runtime.Provider, cfg Config) (Report, error) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	ended := make(chan Ended, cfg.N) // never blocks the runtime
+	ended := make(chan Ended, cfg.N)
 	var runErr error
 	ran := make(chan struct{})
 	cpu0 := cpuTime()
@@ -130,7 +130,12 @@ func Load(ctx context.Context, p runtime.Provider, cfg Config) (Report, error) {
 	}
 	go func() {
 		defer close(ran)
-		runErr = Serve(runCtx, p, cfg, func(e Ended) { ended <- e })
+		runErr = Serve(runCtx, p, cfg, func(e Ended) {
+			select { // once collect has stopped, the runtime must still drain
+			case ended <- e:
+			case <-runCtx.Done():
+			}
+		})
 	}()
 	var fed <-chan error
 	if cfg.Concurrency > 0 {

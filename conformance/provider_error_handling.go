@@ -30,9 +30,7 @@ func init() {
 // ehCorruptHook returns the factory's CorruptInstanceHistory hook or skips.
 func ehCorruptHook(t *testing.T, e penv) func(t *testing.T, p runtime.Provider, instance string) {
 	t.Helper()
-	if e.f.CorruptInstanceHistory == nil {
-		e.lacks(t, "the CorruptInstanceHistory hook", "it stores undecodable history")
-	}
+	capNeedCorrupt(t, e)
 	return e.f.CorruptInstanceHistory
 }
 

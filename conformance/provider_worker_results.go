@@ -25,6 +25,15 @@ func init() {
 // duroqOwn stands for the duroxide test name of cases that port none.
 const duroqOwn = "(duroq's own)"
 
+// wrLeased starts inst, enqueues its activity id named name and fetches it under a
+// lock of lock.
+func wrLeased(t *testing.T, p runtime.Provider, inst string, id uint64, name string, lock time.Duration) *runtime.WorkItemLease {
+	t.Helper()
+	qsStarted(t, p, inst)
+	enqueueWork(t, p, activityExecute(inst, 1, id, name, "in"))
+	return atomMustFetchWork(t, p, lock, "the activity")
+}
+
 // wrMessages fetches inst's orchestration item and returns its messages.
 func wrMessages(t *testing.T, p runtime.Provider, inst, what string) []runtime.WorkItem {
 	t.Helper()
@@ -40,9 +49,7 @@ func wrMessages(t *testing.T, p runtime.Provider, inst, what string) []runtime.W
 func testWorkerResultsCompletionIntact(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "results-completion"
-	qsStarted(t, p, inst)
-	enqueueWork(t, p, activityExecute(inst, 1, 7, "Charge", "in"))
-	lease := atomMustFetchWork(t, p, longLock, "the activity")
+	lease := wrLeased(t, p, inst, 7, "Charge", longLock)
 	atomAckWork(t, p, lease.LockToken, ptr(activityCompleted(inst, 1, 7, "receipt-42")))
 
 	ms := wrMessages(t, p, inst, "the completion of the acked activity")
@@ -59,9 +66,7 @@ func testWorkerResultsCompletionIntact(t *testing.T, e penv) {
 func testWorkerResultsFailureIntact(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "results-failure"
-	qsStarted(t, p, inst)
-	enqueueWork(t, p, activityExecute(inst, 1, 3, "Ship", "in"))
-	lease := atomMustFetchWork(t, p, longLock, "the activity")
+	lease := wrLeased(t, p, inst, 3, "Ship", longLock)
 	details := &runtime.ErrorDetails{Kind: runtime.ErrorApplication, AppKind: "AppActivityFailed", Message: "carrier down"}
 	atomAckWork(t, p, lease.LockToken, &runtime.WorkItem{Kind: runtime.WorkActivityFailed, Instance: inst, ExecutionID: 1, ID: 3, Details: details})
 
@@ -117,9 +122,7 @@ func testWorkerResultsLapsedAck(t *testing.T, e penv) {
 	t.Parallel()
 	p := e.open(t)
 	const inst = "results-lapsed"
-	qsStarted(t, p, inst)
-	enqueueWork(t, p, activityExecute(inst, 1, 1, "Slow", "in"))
-	lease := atomMustFetchWork(t, p, e.lt(), "the activity")
+	lease := wrLeased(t, p, inst, 1, "Slow", e.lt())
 	time.Sleep(e.lapse())
 	err := p.AckWorkItem(t.Context(), lease.LockToken, ptr(activityCompleted(inst, 1, 1, "late")))
 	mustFailWith(t, err, runtime.ErrLockLost, "ack after the lock lapsed")

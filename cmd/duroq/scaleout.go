@@ -113,21 +113,24 @@ func scaleOut(ctx context.Context, b *benchBackend, cfg bench.Config, processes 
 		}
 		return errs
 	}
+	abort := func(err error) (scaleOutReport, error) {
+		return scaleOutReport{}, errors.Join(append([]error{err}, stopWorkers()...)...)
+	}
 	for range processes {
 		cmd, in, out, err := spawn("worker")
 		if err != nil {
-			return scaleOutReport{}, errors.Join(append([]error{err}, stopWorkers()...)...)
+			return abort(err)
 		}
 		w := worker{cmd, in, bufio.NewScanner(out)}
 		workers = append(workers, w)
 		if !w.out.Scan() || w.out.Text() != readyLine {
-			return scaleOutReport{}, errors.Join(append([]error{fmt.Errorf("bench: worker process %d did not start", len(workers))}, stopWorkers()...)...)
+			return abort(fmt.Errorf("bench: worker process %d did not start", len(workers)))
 		}
 	}
 
 	client, clientIn, clientOut, err := spawn("client")
 	if err != nil {
-		return scaleOutReport{}, errors.Join(append([]error{err}, stopWorkers()...)...)
+		return abort(err)
 	}
 	var mu sync.Mutex // one forwarded line at a time
 	ends := make([]int, len(workers))
@@ -188,6 +191,9 @@ func benchProcess(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *role != "worker" && *role != "client" {
+		return fmt.Errorf("%s: -role %q: want worker or client", benchProcessCmd, *role)
+	}
 	cfg := load.config(*workload)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -210,20 +216,17 @@ func benchProcess(args []string, stdin io.Reader, stdout io.Writer) error {
 			}
 			cancel()
 		}()
-		var mu sync.Mutex
-		out := bufio.NewWriter(stdout)
-		fmt.Fprintln(out, readyLine)
-		if err := out.Flush(); err != nil {
+		if _, err := fmt.Fprintln(stdout, readyLine); err != nil {
 			return err
 		}
+		var mu sync.Mutex // one line at a time
 		return bench.Serve(ctx, p, cfg, func(e bench.Ended) {
 			line, _ := json.Marshal(e)
 			mu.Lock()
 			defer mu.Unlock()
-			out.Write(append(line, '\n'))
-			out.Flush()
+			stdout.Write(append(line, '\n'))
 		})
-	case "client":
+	default: // "client"
 		ended := make(chan bench.Ended)
 		go func() {
 			defer close(ended)
@@ -244,5 +247,4 @@ func benchProcess(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 		return json.NewEncoder(stdout).Encode(r)
 	}
-	return fmt.Errorf("%s: -role %q: want worker or client", benchProcessCmd, *role)
 }
