@@ -682,6 +682,18 @@ func (e *engine) fail(d *ErrorDetails) {
 
 // complete records how the orchestration function returned.
 func (e *engine) complete(output string, err error) {
+	// The end is a decision too: code that now ends where history recorded another
+	// decision is nondeterministic. decide reports that by panicking, which the
+	// coroutine turns into a failure; here, outside it, the panic is caught.
+	defer func() {
+		if p := recover(); p != nil {
+			ce, ok := p.(*configError)
+			if !ok {
+				panic(p)
+			}
+			e.fail(&ErrorDetails{Kind: ErrorConfiguration, ConfigKind: ce.kind, Message: ce.msg})
+		}
+	}()
 	var can *errContinueAsNew
 	switch {
 	case err == nil:

@@ -205,6 +205,26 @@ func TestChangedCodeFailsWithNondeterminism(t *testing.T) {
 	}
 }
 
+// TestCodeThatNowEndsEarlyFailsWithNondeterminism: changed code that returns where
+// history recorded a further decision fails its execution; the mismatch surfaced
+// outside the coroutine once and crashed the process.
+func TestCodeThatNowEndsEarlyFailsWithNondeterminism(t *testing.T) {
+	in := newInstance(t, func(ctx *Context, input string) (string, error) {
+		a, _ := ctx.ScheduleActivity("A", "").Get()
+		return ctx.ScheduleActivity("B", a).Get()
+	})
+	in.turn(start(""))
+	in.turn(done(2, "a"))
+	in.fn = func(ctx *Context, input string) (string, error) {
+		return ctx.ScheduleActivity("A", "").Get() // deployed code now ends after A
+	}
+	r := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: []WorkItem{done(4, "b")}}, in.fn)
+	if r.Status != StatusFailed || r.Failure.ConfigKind != ConfigNondeterminism ||
+		!strings.Contains(r.Failure.Message, "OrchestrationCompleted where history recorded ActivityScheduled") {
+		t.Fatalf("status %s failure %+v; want a nondeterminism failure naming the early end", r.Status, r.Failure)
+	}
+}
+
 func TestPanicsAndErrorsFailTheOrchestration(t *testing.T) {
 	r := newInstance(t, func(ctx *Context, input string) (string, error) { panic("boom") }).turn(start(""))
 	if r.Status != StatusFailed || r.Failure.AppKind != AppPanicked || !strings.Contains(r.Output, "boom") {
