@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -74,6 +75,27 @@ func (r *Registry) RegisterActivity(name string, fn Activity) error {
 	}
 	r.activities[name] = fn
 	return nil
+}
+
+// ReplaceActivity registers fn as activity name, replacing the activity registered
+// under that name if there is one: for tests that stub an activity (see
+// runtime/runtimetest) on a Clone of the application's registry.
+func (r *Registry) ReplaceActivity(name string, fn Activity) error {
+	if err := checkName("activity", name); err != nil {
+		return err
+	}
+	r.activities[name] = fn
+	return nil
+}
+
+// Clone returns a copy of r that can be changed without changing r.
+func (r *Registry) Clone() *Registry {
+	c := NewRegistry()
+	maps.Copy(c.activities, r.activities)
+	for name, o := range r.orchestrations {
+		c.orchestrations[name] = &orchestrationVersions{versions: slices.Clone(o.versions), fns: maps.Clone(o.fns), policy: o.policy}
+	}
+	return c
 }
 
 // RegisterOrchestration adds orchestration name at DefaultVersion.
