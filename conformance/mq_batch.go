@@ -21,6 +21,7 @@ var batchCases = []mqCase{
 	{"RoutingKeysAreScopedToTheirQueue", testRoutingKeysAreScopedToTheirQueue},
 	{"QueuesAreIsolated", testQueuesAreIsolated},
 	{"StatsCountReadyDelayedLocked", testStatsCountReadyDelayedLocked},
+	{"StatsNextVisibleIsTheEarliestDelayedMessage", testStatsNextVisible},
 	{"RoundTripPreservesPayloadAndMetadata", testRoundTripPreservesPayloadAndMetadata},
 	{"IDsIncreaseInEnqueueOrder", testIDsIncreaseInEnqueueOrder},
 	{"LockedUntilReflectsLockTimeout", testLockedUntilReflectsLockTimeout},
@@ -249,6 +250,30 @@ func testStatsCountReadyDelayedLocked(t *testing.T, e env) {
 	wantStats(t, q, qn, mq.Stats{Ready: 1, Delayed: 1, Locked: 2}, "a1 and a2 are locked")
 	abandon(t, q, b, mq.AbandonOptions{Delay: long})
 	wantStats(t, q, qn, mq.Stats{Ready: 1, Delayed: 3}, "messages abandoned with a delay are delayed")
+}
+
+func testStatsNextVisible(t *testing.T, e env) {
+	q := e.open(t)
+	st, err := q.Stats(t.Context(), qn)
+	if err != nil || !st.NextVisible.IsZero() {
+		t.Fatalf("Stats of an empty queue = %+v, %v; want no NextVisible", st, err)
+	}
+	put(t, q, msg("u1"))
+	before := time.Now()
+	put(t, q, mq.Message{Queue: qn, Payload: []byte("d2"), Delay: 2 * long}, mq.Message{Queue: qn, Payload: []byte("d1"), Delay: long})
+	after := time.Now()
+	if st, err = q.Stats(t.Context(), qn); err != nil {
+		t.Fatal(err)
+	}
+	within(t, st.NextVisible, before.Add(long), after.Add(long), e.tol(), "NextVisible (d1's visibility; u1 is ready, d2 comes later)")
+	b := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: 3 * long}, "u1", "u1")
+	if st, _ = q.Stats(t.Context(), qn); !st.NextVisible.Before(before.Add(long + long/2)) {
+		t.Fatalf("NextVisible = %v while u1 is locked until later: a lock's expiry is not a delayed message's visibility", st.NextVisible)
+	}
+	abandon(t, q, b, mq.AbandonOptions{Delay: long / 2})
+	if st, _ = q.Stats(t.Context(), qn); !st.NextVisible.Before(before.Add(long)) {
+		t.Fatalf("NextVisible = %v; want u1's, abandoned with a delay of %v", st.NextVisible, long/2)
+	}
 }
 
 func testRoundTripPreservesPayloadAndMetadata(t *testing.T, e env) {

@@ -869,6 +869,9 @@ func count(msgs map[int64]*memMsg, now time.Time) (st Stats) {
 			st.Locked++
 		default:
 			st.Delayed++
+			if st.NextVisible.IsZero() || m.visibleAt.Before(st.NextVisible) {
+				st.NextVisible = m.visibleAt
+			}
 		}
 	}
 	return st

@@ -285,6 +285,9 @@ type Stats struct {
 	// MaxAttempt is the largest attempt count among the messages (0 when none was
 	// ever fetched): a poison indicator.
 	MaxAttempt int
+	// NextVisible is when the earliest delayed message becomes visible (zero when
+	// none is delayed): what a scheduler or a test clock waits for.
+	NextVisible time.Time
 }
 
 // MessageQueue is a durable, peek-lock, at-least-once queue of opaque messages with

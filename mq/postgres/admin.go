@@ -424,20 +424,26 @@ func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string)
 		where, args = where+` AND routing_key = $3`, append(args, *routingKey)
 	}
 	var row struct {
-		Ready   int `db:"ready"`
-		Locked  int `db:"locked"`
-		Delayed int `db:"delayed"`
-		Max     int `db:"max_attempt"`
+		Ready   int           `db:"ready"`
+		Locked  int           `db:"locked"`
+		Delayed int           `db:"delayed"`
+		Max     int           `db:"max_attempt"`
+		Next    sql.NullInt64 `db:"next_visible"`
 	}
 	err = q.exec(ctx, op, func() error {
 		return q.db.GetContext(ctx, &row, `SELECT
 			count(*) FILTER (WHERE visible_at <= $2) AS ready,
 			count(*) FILTER (WHERE visible_at > $2 AND lock_token IS NOT NULL) AS locked,
 			count(*) FILTER (WHERE visible_at > $2 AND lock_token IS NULL) AS delayed,
-			coalesce(max(attempts), 0) AS max_attempt
+			coalesce(max(attempts), 0) AS max_attempt,
+			min(visible_at) FILTER (WHERE visible_at > $2 AND lock_token IS NULL) AS next_visible
 			FROM mq_messages WHERE `+where, args...)
 	})
-	return mq.Stats{Ready: row.Ready, Locked: row.Locked, Delayed: row.Delayed, MaxAttempt: row.Max}, err
+	st = mq.Stats{Ready: row.Ready, Locked: row.Locked, Delayed: row.Delayed, MaxAttempt: row.Max}
+	if row.Next.Valid {
+		st.NextVisible = fromMicros(row.Next.Int64)
+	}
+	return st, err
 }
 
 // Close implements mq.MessageQueue: waiting long polls end with ErrClosed, the LISTEN

@@ -670,17 +670,23 @@ func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string)
 		Locked  sql.NullInt64 `db:"locked"`
 		Delayed sql.NullInt64 `db:"delayed"`
 		Max     sql.NullInt64 `db:"max_attempt"`
+		Next    sql.NullInt64 `db:"next_visible"`
 	}
 	err := q.stmts.Get(ctx, q.db, &st, `SELECT
 		SUM(visible_at <= ?) AS ready,
 		SUM(visible_at > ? AND lock_token IS NOT NULL) AS locked,
 		SUM(visible_at > ? AND lock_token IS NULL) AS delayed,
-		MAX(attempts) AS max_attempt
-		FROM mq_messages`+where, append([]any{now, now, now}, args...)...)
+		MAX(attempts) AS max_attempt,
+		MIN(CASE WHEN visible_at > ? AND lock_token IS NULL THEN visible_at END) AS next_visible
+		FROM mq_messages`+where, append([]any{now, now, now, now}, args...)...)
 	if err != nil {
 		return mq.Stats{}, wrap(op, err)
 	}
-	return mq.Stats{Ready: int(st.Ready.Int64), Locked: int(st.Locked.Int64), Delayed: int(st.Delayed.Int64), MaxAttempt: int(st.Max.Int64)}, nil
+	s := mq.Stats{Ready: int(st.Ready.Int64), Locked: int(st.Locked.Int64), Delayed: int(st.Delayed.Int64), MaxAttempt: int(st.Max.Int64)}
+	if st.Next.Valid {
+		s.NextVisible = fromMicros(st.Next.Int64)
+	}
+	return s, nil
 }
 
 // Close implements mq.MessageQueue. It closes the database only if Open created it,
