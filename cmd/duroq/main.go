@@ -3,6 +3,7 @@
 //	duroq demo [-db path] [-orders N] [-work d] [-workers N] [-fresh]
 //	duroq bench <seq|fanout|timers|events|queue> [-backend sqlite|sqlite-memory|postgres] [-n N] [-k K] ...
 //	duroq queue-demo [-db path] [-customers N] [-events N] [-workers N]
+//	duroq export -db <sqlite file | postgres://...> [-instance id]... [-orchestration name]... [-o file]
 //
 // demo runs an order workflow on the durable-execution runtime over an embedded
 // SQLite file: every order reserves its items in parallel, charges a card, waits for
@@ -12,6 +13,10 @@
 // final statuses and how the approvals went (an event raised before the order waits
 // is dropped). Killed mid-run (even with kill -9) and run
 // again on the same file, it resumes every order where it was and completes it.
+//
+// export writes the recorded histories of a database's executions as JSON, for
+// runtime/runtimetest's replayer: replaying them against changed code before
+// deploying it tells whether the change would break the instances already running.
 //
 // queue-demo shows per-customer ordered processing on an embedded SQLite queue: a
 // failed event is retried without being overtaken by the customer's later events, a
@@ -36,6 +41,8 @@ func main() {
 		err = benchCmd(os.Args[2:], os.Stdout)
 	case "queue-demo":
 		err = queueDemo(os.Args[2:])
+	case "export":
+		err = exportCmd(os.Args[2:], os.Stdout)
 	case benchProcessCmd: // a process of `duroq bench -processes`, not for people
 		err = benchProcess(os.Args[2:], os.Stdin, os.Stdout)
 	case "help", "-h", "--help":
@@ -56,6 +63,7 @@ func usage() {
 commands:
   demo         run an order workflow (activities, timers, events, fan-out, sub-orchestrations) on embedded SQLite
   bench        measure a workload (seq, fanout, timers, events, queue) on a backend; see duroq bench -h
-  queue-demo   run per-customer ordered processing on an embedded SQLite queue`)
+  queue-demo   run per-customer ordered processing on an embedded SQLite queue
+  export       write recorded execution histories as JSON for the replayer (runtime/runtimetest)`)
 	os.Exit(2)
 }

@@ -14,6 +14,7 @@ var allowed = map[string][]string{
 	"eventstore":            {"internal/memtx"},
 	"runtime":               {"github.com/vmihailenco/msgpack/v5"},
 	"runtime/faultprovider": {"runtime"},
+	"runtime/runtimetest":   {"runtime", "adapter"},
 	"conformance":           {"mq", "eventstore", "runtime", "runtime/faultprovider"},
 	"bench":                 {"mq", "eventstore", "runtime"},
 	"mq/sqlite":             {"mq", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
