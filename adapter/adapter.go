@@ -11,7 +11,6 @@ import (
 	"github.com/duroq/duroq/eventstore"
 	espostgres "github.com/duroq/duroq/eventstore/postgres"
 	essqlite "github.com/duroq/duroq/eventstore/sqlite"
-	"github.com/duroq/duroq/internal/memtx"
 	"github.com/duroq/duroq/internal/pgdb"
 	"github.com/duroq/duroq/internal/sqlitedb"
 	"github.com/duroq/duroq/internal/sqltx"
@@ -19,6 +18,7 @@ import (
 	mqpostgres "github.com/duroq/duroq/mq/postgres"
 	mqsqlite "github.com/duroq/duroq/mq/sqlite"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/txn"
 )
 
 // Options tune New. The zero value gives the documented defaults.
@@ -63,10 +63,11 @@ var (
 )
 
 // New returns the provider over q and s. They must be able to commit in one
-// transaction — an mq.Memory and an eventstore.Memory of one memtx domain, or an
-// mq/sqlite queue and an eventstore/sqlite store on one database — otherwise New
-// fails with ErrNotComposable: a turn's history append and its queue writes must
-// never be applied apart. Close closes q and s.
+// transaction — an mq.TxQueue and an eventstore.TxStore whose Database methods
+// return equal values, such as an mq.Memory and an eventstore.Memory given one
+// txn.MemoryDatabase, or the mq/sqlite queue and eventstore/sqlite store on one
+// database — otherwise New fails with ErrNotComposable: a turn's history append and
+// its queue writes must never be applied apart. Close closes q and s.
 func New(q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, error) {
 	b, err := bind(q, s)
 	if err != nil {
@@ -95,13 +96,13 @@ func New(q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, erro
 }
 
 // NewMemory returns a provider over a fresh in-memory queue and store sharing one
-// transaction domain: for tests and for running without persistence.
+// database: for tests and for running without persistence.
 func NewMemory(o Options) *Provider {
-	d := memtx.NewDomain()
-	p, err := New(mq.NewMemory(mq.MemoryOptions{Domain: d, Now: o.Now}),
-		eventstore.NewMemory(eventstore.MemoryOptions{Domain: d, Now: o.Now}), o)
+	d := txn.NewMemoryDatabase()
+	p, err := New(mq.NewMemory(mq.MemoryOptions{Database: d, Now: o.Now}),
+		eventstore.NewMemory(eventstore.MemoryOptions{Database: d, Now: o.Now}), o)
 	if err != nil {
-		panic(err) // unreachable: the pair shares its domain by construction
+		panic(err) // unreachable: the pair shares its database by construction
 	}
 	return p
 }

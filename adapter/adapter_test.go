@@ -69,6 +69,40 @@ func TestProviderPostgres(t *testing.T) {
 	}))
 }
 
+// pair is the queue and store of the provider open makes, for TestTransactional.
+func pair(open func(t *testing.T) *adapter.Provider) conformance.TxPairFactory {
+	return conformance.TxPairFactory{New: func(t *testing.T) (mq.TxQueue, eventstore.TxStore) {
+		p := open(t)
+		t.Cleanup(func() { p.Close() })
+		return p.Queue().(mq.TxQueue), p.Store().(eventstore.TxStore)
+	}}
+}
+
+func TestTransactionalMemory(t *testing.T) {
+	conformance.TestTransactional(t, pair(func(t *testing.T) *adapter.Provider { return adapter.NewMemory(adapter.Options{}) }))
+}
+
+func TestTransactionalSQLite(t *testing.T) {
+	conformance.TestTransactional(t, pair(func(t *testing.T) *adapter.Provider {
+		p, err := openSQLite(filepath.Join(t.TempDir(), "duroq.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.(*adapter.Provider)
+	}))
+}
+
+func TestTransactionalPostgres(t *testing.T) {
+	conformance.TestTransactional(t, pair(func(t *testing.T) *adapter.Provider {
+		dsn, schema := pgtest.Schema(t)
+		p, err := openPostgres(schema + " " + dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.(*adapter.Provider)
+	}))
+}
+
 func TestNewRefusesPrimitivesThatCannotCommitTogether(t *testing.T) {
 	store, err := essqlite.Open(filepath.Join(t.TempDir(), "store.db"), essqlite.Options{})
 	if err != nil {

@@ -18,12 +18,12 @@ func (p *Provider) FetchOrchestrationItems(ctx context.Context, o runtime.FetchO
 	const op = "fetch_orchestration_items"
 	var states map[string]*eventstore.StreamState
 	batches, err := p.dequeueMany(ctx, p.orchQ, mq.DequeueOptions{LockTimeout: o.LockTimeout, KeyAttr: attrRanges(o.Filter)}, max,
-		func(tx txn, batches []*mq.Batch) (err error) {
+		func(tx turnTx, batches []*mq.Batch) (err error) {
 			instances := make([]string, len(batches))
 			for i, b := range batches {
 				instances[i] = b.RoutingKey
 			}
-			states, err = tx.readStates(instances)
+			states, err = tx.s.ReadStates(ctx, instances)
 			return err
 		})
 	if err != nil {
@@ -58,10 +58,10 @@ func (p *Provider) FetchOrchestrationItems(ctx context.Context, o runtime.FetchO
 
 // dequeueMany locks up to max batches of queue in one transaction, in which then
 // (when not nil) reads what the batches need.
-func (p *Provider) dequeueMany(ctx context.Context, queue string, opts mq.DequeueOptions, max int, then func(tx txn, batches []*mq.Batch) error) ([]*mq.Batch, error) {
+func (p *Provider) dequeueMany(ctx context.Context, queue string, opts mq.DequeueOptions, max int, then func(tx turnTx, batches []*mq.Batch) error) ([]*mq.Batch, error) {
 	var batches []*mq.Batch
-	err := p.b.run(ctx, func(tx txn) (err error) {
-		batches, err = tx.dequeueMany(queue, opts, max)
+	err := p.b.run(ctx, func(tx turnTx) (err error) {
+		batches, err = tx.q.DequeueBatches(ctx, queue, opts, max)
 		if err == nil && then != nil && len(batches) > 0 {
 			err = then(tx, batches)
 		}
@@ -85,7 +85,7 @@ func (p *Provider) AckOrchestrationItems(ctx context.Context, acks []runtime.Tur
 		}
 		commits[i] = c
 	}
-	return p.wrote(op, p.b.run(ctx, func(tx txn) error { return p.applyTurns(tx, commits) }))
+	return p.wrote(op, p.b.run(ctx, func(tx turnTx) error { return p.applyTurns(ctx, tx, commits) }))
 }
 
 // FetchWorkItems implements runtime.BatchProvider: up to max worker items locked in
@@ -130,10 +130,10 @@ func (p *Provider) AckWorkItems(ctx context.Context, acks []runtime.WorkAck) err
 	for i, a := range acks {
 		tokens[i] = a.Token
 	}
-	return p.wrote(op, p.b.run(ctx, func(tx txn) error {
-		if _, err := tx.ackMany(tokens); err != nil {
+	return p.wrote(op, p.b.run(ctx, func(tx turnTx) error {
+		if _, err := tx.q.Ack(ctx, tokens...); err != nil {
 			return err
 		}
-		return tx.enqueue(completions...)
+		return tx.q.Enqueue(ctx, completions...)
 	}))
 }

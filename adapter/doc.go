@@ -22,8 +22,12 @@
 // AckOrchestrationItem is one transaction across both primitives: lock check,
 // history append, KV, metadata, custom status, key attribute, enqueues, activity
 // cancellations (after the inserts) and the ack of exactly the fetched messages. Any
-// failure rolls everything back and leaves the lock held. New accepts only pairs that
-// can commit together — an in-memory pair sharing a memtx domain (NewMemory), or the
-// SQLite pair on one database (OpenSQLite) — and refuses others with
-// ErrNotComposable, since no protocol here makes separate commits crash-safe.
+// failure rolls everything back and leaves the lock held. New accepts any pair that
+// can commit together — an mq.TxQueue and an eventstore.TxStore whose Databases are
+// equal (package txn): the in-memory pair sharing a txn.MemoryDatabase (NewMemory),
+// the SQLite pair on one database (OpenSQLite), the PostgreSQL pair on one pool
+// (OpenPostgres), or a pair of backends written elsewhere — and refuses others with
+// ErrNotComposable, since no protocol here makes separate commits crash-safe. The
+// adapter knows no backend: it runs each commit through the pair's txn.Database and
+// their In methods.
 package adapter

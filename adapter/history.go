@@ -243,14 +243,14 @@ func (p *Provider) GetInstanceTree(ctx context.Context, instance string) (runtim
 }
 
 // purgeQueues deletes the queue messages of deleted instances inside tx and counts them.
-func (p *Provider) purgeQueues(tx txn, ids []string) (uint64, error) {
+func (p *Provider) purgeQueues(ctx context.Context, tx turnTx, ids []string) (uint64, error) {
 	var n uint64
 	for _, id := range ids {
-		o, err := tx.purgeKey(p.orchQ, id)
+		o, err := tx.q.PurgeKey(ctx, p.orchQ, id)
 		if err != nil {
 			return 0, err
 		}
-		w, err := tx.removePrefix(p.workQ, instancePrefix(id))
+		w, err := tx.q.RemovePrefix(ctx, p.workQ, instancePrefix(id))
 		if err != nil {
 			return 0, err
 		}
@@ -279,12 +279,12 @@ func (p *Provider) DeleteInstancesAtomic(ctx context.Context, ids []string, forc
 
 func (p *Provider) deleteIDs(ctx context.Context, op string, ids []string, o eventstore.DeleteOptions) (runtime.DeleteInstanceResult, error) {
 	var res runtime.DeleteInstanceResult
-	err := p.b.run(ctx, func(tx txn) error {
+	err := p.b.run(ctx, func(tx turnTx) error {
 		if o.AllowNonRoot {
 			// Exactly ids: a child outside the set would be orphaned (it may have been
 			// started after the caller listed the tree).
 			for _, id := range ids {
-				children, err := tx.listStreams(eventstore.StreamFilter{Parent: id})
+				children, err := tx.s.ListStreams(ctx, eventstore.StreamFilter{Parent: id})
 				if err != nil {
 					return err
 				}
@@ -295,11 +295,11 @@ func (p *Provider) deleteIDs(ctx context.Context, op string, ids []string, o eve
 				}
 			}
 		}
-		r, err := tx.delete(ids, o)
+		r, err := tx.s.Delete(ctx, ids, o)
 		if err != nil {
 			return err
 		}
-		queued, err := p.purgeQueues(tx, r.StreamIDs)
+		queued, err := p.purgeQueues(ctx, tx, r.StreamIDs)
 		res = deleteResult(r, queued)
 		return err
 	})
@@ -309,12 +309,12 @@ func (p *Provider) deleteIDs(ctx context.Context, op string, ids []string, o eve
 // DeleteInstanceBulk implements runtime.ProviderAdmin.
 func (p *Provider) DeleteInstanceBulk(ctx context.Context, f runtime.InstanceFilter) (runtime.DeleteInstanceResult, error) {
 	var res runtime.DeleteInstanceResult
-	err := p.b.run(ctx, func(tx txn) error {
-		r, err := tx.deleteWhere(streamFilter(f))
+	err := p.b.run(ctx, func(tx turnTx) error {
+		r, err := tx.s.DeleteWhere(ctx, streamFilter(f))
 		if err != nil {
 			return err
 		}
-		queued, err := p.purgeQueues(tx, r.StreamIDs)
+		queued, err := p.purgeQueues(ctx, tx, r.StreamIDs)
 		res = deleteResult(r, queued)
 		return err
 	})
@@ -332,8 +332,8 @@ func streamFilter(f runtime.InstanceFilter) eventstore.StreamFilter {
 // PruneExecutions implements runtime.ProviderAdmin.
 func (p *Provider) PruneExecutions(ctx context.Context, instance string, o runtime.PruneOptions) (runtime.PruneResult, error) {
 	var res runtime.PruneResult
-	err := p.b.run(ctx, func(tx txn) error {
-		r, err := tx.prune(instance, eventstore.PruneOptions{KeepLast: o.KeepLast, CompletedBefore: o.CompletedBefore})
+	err := p.b.run(ctx, func(tx turnTx) error {
+		r, err := tx.s.Prune(ctx, instance, eventstore.PruneOptions{KeepLast: o.KeepLast, CompletedBefore: o.CompletedBefore})
 		res = runtime.PruneResult{InstancesProcessed: uint64(r.Streams), ExecutionsDeleted: uint64(r.Partitions), EventsDeleted: uint64(r.Events)}
 		return err
 	})
@@ -343,8 +343,8 @@ func (p *Provider) PruneExecutions(ctx context.Context, instance string, o runti
 // PruneExecutionsBulk implements runtime.ProviderAdmin.
 func (p *Provider) PruneExecutionsBulk(ctx context.Context, f runtime.InstanceFilter, o runtime.PruneOptions) (runtime.PruneResult, error) {
 	var res runtime.PruneResult
-	err := p.b.run(ctx, func(tx txn) error {
-		r, err := tx.pruneWhere(streamFilter(f), eventstore.PruneOptions{KeepLast: o.KeepLast, CompletedBefore: o.CompletedBefore})
+	err := p.b.run(ctx, func(tx turnTx) error {
+		r, err := tx.s.PruneWhere(ctx, streamFilter(f), eventstore.PruneOptions{KeepLast: o.KeepLast, CompletedBefore: o.CompletedBefore})
 		res = runtime.PruneResult{InstancesProcessed: uint64(r.Streams), ExecutionsDeleted: uint64(r.Partitions), EventsDeleted: uint64(r.Events)}
 		return err
 	})

@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,42 +21,14 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, o runtime.FetchOp
 	}
 	p.writes.Add(1) // the dequeue's transaction
 	var states map[string]*eventstore.StreamState
-	err = p.b.run(ctx, func(tx txn) (err error) {
-		states, err = tx.readStates([]string{b.RoutingKey})
+	err = p.b.run(ctx, func(tx turnTx) (err error) {
+		states, err = tx.s.ReadStates(ctx, []string{b.RoutingKey})
 		return err
 	})
 	if err != nil {
 		return nil, p.abandonAfter(ctx, op, b.Token, err)
 	}
 	return p.orchestrationItem(ctx, b, states[b.RoutingKey])
-}
-
-// readStatesEach reads the stored state of instances in tx, instance by instance: a
-// missing instance has no state; corrupt events are state (the runtime handles them
-// as poison).
-func readStatesEach(tx txn, instances []string) (map[string]*eventstore.StreamState, error) {
-	states := map[string]*eventstore.StreamState{}
-	for _, instance := range instances {
-		info, err := tx.stream(instance)
-		if errors.Is(err, eventstore.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		st := &eventstore.StreamState{Info: info}
-		st.Events, err = tx.read(instance, info.CurrentPartition)
-		if errors.Is(err, eventstore.ErrCorrupt) {
-			st.Events, st.Corrupt = nil, err
-		} else if err != nil {
-			return nil, err
-		}
-		if st.KV, err = tx.kvSnapshot(instance); err != nil && !errors.Is(err, eventstore.ErrNotFound) {
-			return nil, err
-		}
-		states[instance] = st
-	}
-	return states, nil
 }
 
 // orchestrationItem turns a locked batch of an instance's messages and its stored
@@ -172,7 +143,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a run
 	if err != nil {
 		return classify(op, err)
 	}
-	return p.wrote(op, p.b.run(ctx, func(tx txn) error { return p.applyTurns(tx, []*turnCommit{c}) }))
+	return p.wrote(op, p.b.run(ctx, func(tx turnTx) error { return p.applyTurns(ctx, tx, []*turnCommit{c}) }))
 }
 
 // turnCommit is a turn's ack with everything encoded, ready to apply inside a
@@ -246,12 +217,12 @@ func (p *Provider) prepareAck(token string, a runtime.OrchestrationAck) (*turnCo
 // applyTurns commits turns inside tx. The acks come first, in one call: they prove
 // each lock is still held and name each instance. The events and metadata of all
 // turns follow in one bulk commit, then what only some turns have.
-func (p *Provider) applyTurns(tx txn, turns []*turnCommit) error {
+func (p *Provider) applyTurns(ctx context.Context, tx turnTx, turns []*turnCommit) error {
 	tokens := make([]string, len(turns))
 	for i, c := range turns {
 		tokens[i] = c.token
 	}
-	locks, err := tx.ackMany(tokens)
+	locks, err := tx.q.Ack(ctx, tokens...)
 	if err != nil {
 		return err
 	}
@@ -268,20 +239,20 @@ func (p *Provider) applyTurns(tx txn, turns []*turnCommit) error {
 		// KV goes before a status that ends the execution, so the merge includes
 		// this turn's writes; it needs the stream to exist.
 		if len(c.events) > 0 {
-			if err := tx.appendEvents(instance, c.execution, c.events); err != nil {
+			if err := tx.s.Append(ctx, instance, c.execution, c.events); err != nil {
 				return err
 			}
-		} else if err := tx.update(instance, eventstore.StreamUpdate{Partition: c.execution}); err != nil {
+		} else if err := tx.s.Update(ctx, instance, eventstore.StreamUpdate{Partition: c.execution}); err != nil {
 			return err
 		}
-		if err := tx.applyKV(instance, c.execution, c.kv); err != nil {
+		if err := tx.s.ApplyKV(ctx, instance, c.execution, c.kv); err != nil {
 			return err
 		}
-		if err := tx.update(instance, c.update); err != nil {
+		if err := tx.s.Update(ctx, instance, c.update); err != nil {
 			return err
 		}
 	}
-	if err := tx.commitMany(bulk); err != nil {
+	if err := tx.s.Commit(ctx, bulk); err != nil {
 		return err
 	}
 	var (
@@ -293,7 +264,7 @@ func (p *Provider) applyTurns(tx txn, turns []*turnCommit) error {
 	for i, c := range turns {
 		instance := locks[i].RoutingKey
 		if c.customStat != nil {
-			if _, err := tx.setCustomStatus(instance, *c.customStat); err != nil {
+			if _, err := tx.s.SetCustomStatus(ctx, instance, *c.customStat); err != nil {
 				return err
 			}
 		}
@@ -308,17 +279,17 @@ func (p *Provider) applyTurns(tx txn, turns []*turnCommit) error {
 		cancelKeys = append(cancelKeys, c.cancelKeys...)
 	}
 	if len(pinKeys) > 0 {
-		if err := tx.setKeyAttrs(p.orchQ, pinKeys, pins); err != nil {
+		if err := tx.q.SetKeyAttrs(ctx, p.orchQ, pinKeys, pins); err != nil {
 			return err
 		}
 	}
-	if err := tx.enqueue(enqueues...); err != nil {
+	if err := tx.q.Enqueue(ctx, enqueues...); err != nil {
 		return err
 	}
 	// Cancellations after the inserts: an activity scheduled and cancelled in the
 	// same turn must not survive.
 	if len(cancelKeys) > 0 {
-		if _, err := tx.remove(p.workQ, cancelKeys...); err != nil {
+		if _, err := tx.q.Remove(ctx, p.workQ, cancelKeys...); err != nil {
 			return err
 		}
 	}

@@ -299,7 +299,13 @@ func faultsHappened(t *testing.T, f *faultprovider.Injector, kinds []faultKind) 
 // activity, a timer, a fan-out and a child each: every wait returns the completed
 // root with its output, and OnExecutionEnded is called once per root and child.
 func rtFaultsWorkload(t *testing.T, e renv) {
-	f, err := faultprovider.New(e.rig(t).P, faultprovider.Options{Seed: 14, Rate: 0.08, LostReply: 0.5})
+	// Which calls fail is fixed by the seed and each operation's call count; with
+	// seed 844 every fault this case is about falls within the first 14 calls of
+	// each operation it checks (the workload makes dozens), so faultsHappened
+	// cannot miss them however the batches fall. (With seed 14 the first plain
+	// failure of ack_work_items came after its 52nd call, and the case failed on a
+	// run that batched well.)
+	f, err := faultprovider.New(e.rig(t).P, faultprovider.Options{Seed: 844, Rate: 0.08, LostReply: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}

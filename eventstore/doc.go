@@ -64,12 +64,15 @@
 //
 // # Transactions
 //
-// A backend offers, beside each method, a twin that runs inside a transaction of the
-// caller (Memory: AppendTx(ctx, tx *memtx.Tx, ...); eventstore/sqlite:
-// AppendTx(ctx, tx *sqlx.Tx, ...)), so that an orchestration turn can commit events,
-// metadata, custom status, KV and queue writes of other packages in one transaction.
-// Within one transaction apply KV mutations before the Update that ends the
-// partition, or they stay in the delta until the next partition ends.
+// A TxStore does its work inside a transaction of the database it lives in
+// (Database, In; the seam is declared in package txn), so that an orchestration
+// turn can commit events, metadata, custom status, KV and the queue writes of
+// another backend on the same database in one transaction; TestTransactional in
+// package conformance checks it. The backends also offer, beside each method, a twin
+// that runs inside a transaction of the caller (Memory: AppendTx(ctx, tx
+// *txn.MemoryTx, ...); eventstore/sqlite: AppendTx(ctx, tx *sqlx.Tx, ...)). Within
+// one transaction apply KV mutations before the Update that ends the partition, or
+// they stay in the delta until the next partition ends.
 //
 // # Stability
 //

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/duroq/duroq/internal/memtx"
+	"github.com/duroq/duroq/txn"
 )
 
 // MemoryOptions tune NewMemory. The zero value is usable.
@@ -18,10 +18,10 @@ type MemoryOptions struct {
 	// Now is the clock every timestamp is taken from (default time.Now). Timestamps
 	// are kept at microsecond precision, like the SQL backends.
 	Now func() time.Time
-	// Domain, when set, is a transaction domain shared with other in-memory stores
-	// (for example mq.Memory) so that one transaction spans them (see the *Tx
-	// methods). Default: a private one.
-	Domain *memtx.Domain
+	// Database, when set, is shared with other in-memory backends (mq.Memory) so
+	// that one transaction can span them (see In and the *Tx methods). Default: a
+	// private one.
+	Database *txn.MemoryDatabase
 }
 
 // Memory is the in-memory reference backend of EventStore: every rule of the
@@ -29,12 +29,12 @@ type MemoryOptions struct {
 // in-memory stores in one process.
 //
 // Every method has a twin with a Tx suffix that runs inside a transaction of the
-// store's Domain (tx from Domain().Begin() or Domain().Run): its writes are undone if
-// the transaction rolls back. A Tx method MUST be given a transaction of this store's
-// domain, and the plain methods MUST NOT be called while the same goroutine holds one
+// store's database (MemoryOptions.Database; tx from its Begin or Do): its writes are
+// undone if the transaction rolls back. A Tx method MUST be given a transaction of
+// this store's database, and the plain methods MUST NOT be called while the same goroutine holds one
 // (the domain's lock is not reentrant).
 type Memory struct {
-	domain *memtx.Domain
+	domain *txn.MemoryDatabase
 	now    func() time.Time
 	closed atomic.Bool
 
@@ -92,14 +92,14 @@ func NewMemory(o MemoryOptions) *Memory {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Domain == nil {
-		o.Domain = memtx.NewDomain()
+	if o.Database == nil {
+		o.Database = txn.NewMemoryDatabase()
 	}
-	return &Memory{domain: o.Domain, now: o.Now, streams: make(map[string]*memStream)}
+	return &Memory{domain: o.Database, now: o.Now, streams: make(map[string]*memStream)}
 }
 
-// Domain returns the store's transaction domain.
-func (m *Memory) Domain() *memtx.Domain { return m.domain }
+// Database implements TxStore: the in-memory database the store lives in.
+func (m *Memory) Database() txn.Database { return m.domain }
 
 // Close implements EventStore. The data stays in memory but is no longer reachable.
 func (m *Memory) Close() error {
@@ -119,7 +119,7 @@ func (m *Memory) usable(ctx context.Context, op string) error {
 }
 
 // usableTx is usable for a call inside tx.
-func (m *Memory) usableTx(ctx context.Context, tx *memtx.Tx, op string) error {
+func (m *Memory) usableTx(ctx context.Context, tx *txn.MemoryTx, op string) error {
 	if err := m.usable(ctx, op); err != nil {
 		return err
 	}
@@ -130,15 +130,15 @@ func (m *Memory) usableTx(ctx context.Context, tx *memtx.Tx, op string) error {
 }
 
 // run runs fn in a transaction of the store's domain, committing when fn succeeds.
-func (m *Memory) run(ctx context.Context, op string, fn func(tx *memtx.Tx) error) error {
+func (m *Memory) run(ctx context.Context, op string, fn func(tx *txn.MemoryTx) error) error {
 	if err := m.usable(ctx, op); err != nil {
 		return err
 	}
-	return m.domain.Run(fn)
+	return m.domain.Do(fn)
 }
 
 // view runs fn under the domain's lock and undoes nothing (fn only reads).
-func (m *Memory) view(ctx context.Context, op string, fn func(tx *memtx.Tx) error) error {
+func (m *Memory) view(ctx context.Context, op string, fn func(tx *txn.MemoryTx) error) error {
 	if err := m.usable(ctx, op); err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func cloneString(s *string) *string {
 
 // --- transactional building blocks ---
 
-func (m *Memory) createStream(tx *memtx.Tx, id string, partition int64, now time.Time) *memStream {
+func (m *Memory) createStream(tx *txn.MemoryTx, id string, partition int64, now time.Time) *memStream {
 	s := &memStream{
 		meta:  memStreamMeta{current: partition, created: now, updated: now},
 		parts: make(map[int64]*memPartition),
@@ -172,27 +172,27 @@ func (m *Memory) createStream(tx *memtx.Tx, id string, partition int64, now time
 	return s
 }
 
-func (s *memStream) createPartition(tx *memtx.Tx, partition int64, now time.Time) *memPartition {
+func (s *memStream) createPartition(tx *txn.MemoryTx, partition int64, now time.Time) *memPartition {
 	p := &memPartition{meta: memPartitionMeta{status: StatusRunning, started: now}}
 	s.parts[partition] = p
 	tx.Undo(func() { delete(s.parts, partition) })
 	return p
 }
 
-func (s *memStream) setMeta(tx *memtx.Tx, meta memStreamMeta) {
+func (s *memStream) setMeta(tx *txn.MemoryTx, meta memStreamMeta) {
 	old := s.meta
 	s.meta = meta
 	tx.Undo(func() { s.meta = old })
 }
 
-func (p *memPartition) setMeta(tx *memtx.Tx, meta memPartitionMeta) {
+func (p *memPartition) setMeta(tx *txn.MemoryTx, meta memPartitionMeta) {
 	old := p.meta
 	p.meta = meta
 	tx.Undo(func() { p.meta = old })
 }
 
 // setKV replaces the KV maps; the old ones are never mutated, so undo restores them.
-func (s *memStream) setKV(tx *memtx.Tx, store map[string]KVEntry, delta map[string]memDelta) {
+func (s *memStream) setKV(tx *txn.MemoryTx, store map[string]KVEntry, delta map[string]memDelta) {
 	oldStore, oldDelta := s.kvStore, s.kvDelta
 	s.kvStore, s.kvDelta = store, delta
 	tx.Undo(func() { s.kvStore, s.kvDelta = oldStore, oldDelta })
@@ -205,7 +205,7 @@ func (p *memPartition) has(seq int64) bool {
 }
 
 // insert adds events (ascending, none stored yet) keeping the partition ordered.
-func (p *memPartition) insert(tx *memtx.Tx, events []memEvent) {
+func (p *memPartition) insert(tx *txn.MemoryTx, events []memEvent) {
 	if n := len(p.events); n == 0 || p.events[n-1].seq < events[0].seq {
 		// The usual case: the events follow the stored ones.
 		p.events = append(p.events, events...)
@@ -237,11 +237,11 @@ func (s *memStream) current() *memPartition { return s.parts[s.meta.current] }
 
 // Append implements Log.
 func (m *Memory) Append(ctx context.Context, stream string, partition int64, events []Event) error {
-	return m.run(ctx, "append", func(tx *memtx.Tx) error { return m.AppendTx(ctx, tx, stream, partition, events) })
+	return m.run(ctx, "append", func(tx *txn.MemoryTx) error { return m.AppendTx(ctx, tx, stream, partition, events) })
 }
 
 // AppendTx is Append inside tx.
-func (m *Memory) AppendTx(ctx context.Context, tx *memtx.Tx, stream string, partition int64, events []Event) error {
+func (m *Memory) AppendTx(ctx context.Context, tx *txn.MemoryTx, stream string, partition int64, events []Event) error {
 	if err := m.usableTx(ctx, tx, "append"); err != nil {
 		return err
 	}
@@ -294,7 +294,7 @@ func (m *Memory) AppendTx(ctx context.Context, tx *memtx.Tx, stream string, part
 
 // Read implements Log.
 func (m *Memory) Read(ctx context.Context, stream string, partition int64) (events []Event, err error) {
-	err = m.view(ctx, "read", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "read", func(tx *txn.MemoryTx) error {
 		events, err = m.ReadTx(ctx, tx, stream, partition)
 		return err
 	})
@@ -302,7 +302,7 @@ func (m *Memory) Read(ctx context.Context, stream string, partition int64) (even
 }
 
 // ReadTx is Read inside tx.
-func (m *Memory) ReadTx(ctx context.Context, tx *memtx.Tx, stream string, partition int64) ([]Event, error) {
+func (m *Memory) ReadTx(ctx context.Context, tx *txn.MemoryTx, stream string, partition int64) ([]Event, error) {
 	const op = "read"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return nil, err
@@ -332,7 +332,7 @@ func (m *Memory) readPartition(op, stream string, partition int64) ([]Event, err
 
 // ReadLatest implements Log.
 func (m *Memory) ReadLatest(ctx context.Context, stream string) (partition int64, events []Event, err error) {
-	err = m.view(ctx, "read latest", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "read latest", func(tx *txn.MemoryTx) error {
 		partition, events, err = m.ReadLatestTx(ctx, tx, stream)
 		return err
 	})
@@ -340,7 +340,7 @@ func (m *Memory) ReadLatest(ctx context.Context, stream string) (partition int64
 }
 
 // ReadLatestTx is ReadLatest inside tx.
-func (m *Memory) ReadLatestTx(ctx context.Context, tx *memtx.Tx, stream string) (int64, []Event, error) {
+func (m *Memory) ReadLatestTx(ctx context.Context, tx *txn.MemoryTx, stream string) (int64, []Event, error) {
 	const op = "read latest"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return 0, nil, err
@@ -361,7 +361,7 @@ func (m *Memory) ReadLatestTx(ctx context.Context, tx *memtx.Tx, stream string) 
 
 // LatestPartition implements Log.
 func (m *Memory) LatestPartition(ctx context.Context, stream string) (partition int64, err error) {
-	err = m.view(ctx, "latest partition", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "latest partition", func(tx *txn.MemoryTx) error {
 		partition, err = m.LatestPartitionTx(ctx, tx, stream)
 		return err
 	})
@@ -369,7 +369,7 @@ func (m *Memory) LatestPartition(ctx context.Context, stream string) (partition 
 }
 
 // LatestPartitionTx is LatestPartition inside tx.
-func (m *Memory) LatestPartitionTx(ctx context.Context, tx *memtx.Tx, stream string) (int64, error) {
+func (m *Memory) LatestPartitionTx(ctx context.Context, tx *txn.MemoryTx, stream string) (int64, error) {
 	const op = "latest partition"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return 0, err
@@ -386,7 +386,7 @@ func (m *Memory) LatestPartitionTx(ctx context.Context, tx *memtx.Tx, stream str
 
 // Partitions implements Log.
 func (m *Memory) Partitions(ctx context.Context, stream string) (parts []PartitionInfo, err error) {
-	err = m.view(ctx, "partitions", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "partitions", func(tx *txn.MemoryTx) error {
 		parts, err = m.PartitionsTx(ctx, tx, stream)
 		return err
 	})
@@ -394,7 +394,7 @@ func (m *Memory) Partitions(ctx context.Context, stream string) (parts []Partiti
 }
 
 // PartitionsTx is Partitions inside tx.
-func (m *Memory) PartitionsTx(ctx context.Context, tx *memtx.Tx, stream string) ([]PartitionInfo, error) {
+func (m *Memory) PartitionsTx(ctx context.Context, tx *txn.MemoryTx, stream string) ([]PartitionInfo, error) {
 	const op = "partitions"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return nil, err
@@ -435,11 +435,11 @@ func partitionInfo(n int64, p *memPartition) PartitionInfo {
 
 // Update implements Metadata.
 func (m *Memory) Update(ctx context.Context, stream string, u StreamUpdate) error {
-	return m.run(ctx, "update", func(tx *memtx.Tx) error { return m.UpdateTx(ctx, tx, stream, u) })
+	return m.run(ctx, "update", func(tx *txn.MemoryTx) error { return m.UpdateTx(ctx, tx, stream, u) })
 }
 
 // UpdateTx is Update inside tx.
-func (m *Memory) UpdateTx(ctx context.Context, tx *memtx.Tx, stream string, u StreamUpdate) error {
+func (m *Memory) UpdateTx(ctx context.Context, tx *txn.MemoryTx, stream string, u StreamUpdate) error {
 	if err := m.usableTx(ctx, tx, "update"); err != nil {
 		return err
 	}
@@ -491,7 +491,7 @@ func (m *Memory) UpdateTx(ctx context.Context, tx *memtx.Tx, stream string, u St
 
 // mergeKV moves the delta entries written for partitions up to partition into the
 // store: set keys are written, tombstoned keys removed.
-func (s *memStream) mergeKV(tx *memtx.Tx, partition int64) {
+func (s *memStream) mergeKV(tx *txn.MemoryTx, partition int64) {
 	if len(s.kvDelta) == 0 {
 		return
 	}
@@ -515,7 +515,7 @@ func (s *memStream) mergeKV(tx *memtx.Tx, partition int64) {
 
 // Stream implements Metadata.
 func (m *Memory) Stream(ctx context.Context, stream string) (info StreamInfo, err error) {
-	err = m.view(ctx, "stream", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "stream", func(tx *txn.MemoryTx) error {
 		info, err = m.StreamTx(ctx, tx, stream)
 		return err
 	})
@@ -523,7 +523,7 @@ func (m *Memory) Stream(ctx context.Context, stream string) (info StreamInfo, er
 }
 
 // StreamTx is Stream inside tx.
-func (m *Memory) StreamTx(ctx context.Context, tx *memtx.Tx, stream string) (StreamInfo, error) {
+func (m *Memory) StreamTx(ctx context.Context, tx *txn.MemoryTx, stream string) (StreamInfo, error) {
 	const op = "stream"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return StreamInfo{}, err
@@ -557,7 +557,7 @@ func (m *Memory) StreamTx(ctx context.Context, tx *memtx.Tx, stream string) (Str
 
 // ListStreams implements Metadata.
 func (m *Memory) ListStreams(ctx context.Context, f StreamFilter) (ids []string, err error) {
-	err = m.view(ctx, "list streams", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "list streams", func(tx *txn.MemoryTx) error {
 		ids, err = m.ListStreamsTx(ctx, tx, f)
 		return err
 	})
@@ -565,7 +565,7 @@ func (m *Memory) ListStreams(ctx context.Context, f StreamFilter) (ids []string,
 }
 
 // ListStreamsTx is ListStreams inside tx.
-func (m *Memory) ListStreamsTx(ctx context.Context, tx *memtx.Tx, f StreamFilter) ([]string, error) {
+func (m *Memory) ListStreamsTx(ctx context.Context, tx *txn.MemoryTx, f StreamFilter) ([]string, error) {
 	const op = "list streams"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return nil, err
@@ -613,7 +613,7 @@ func (m *Memory) list(f StreamFilter) []string {
 
 // SetCustomStatus implements Metadata.
 func (m *Memory) SetCustomStatus(ctx context.Context, stream string, value *string) (version int64, err error) {
-	err = m.run(ctx, "set custom status", func(tx *memtx.Tx) error {
+	err = m.run(ctx, "set custom status", func(tx *txn.MemoryTx) error {
 		version, err = m.SetCustomStatusTx(ctx, tx, stream, value)
 		return err
 	})
@@ -621,7 +621,7 @@ func (m *Memory) SetCustomStatus(ctx context.Context, stream string, value *stri
 }
 
 // SetCustomStatusTx is SetCustomStatus inside tx.
-func (m *Memory) SetCustomStatusTx(ctx context.Context, tx *memtx.Tx, stream string, value *string) (int64, error) {
+func (m *Memory) SetCustomStatusTx(ctx context.Context, tx *txn.MemoryTx, stream string, value *string) (int64, error) {
 	const op = "set custom status"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return 0, err
@@ -643,7 +643,7 @@ func (m *Memory) SetCustomStatusTx(ctx context.Context, tx *memtx.Tx, stream str
 
 // CustomStatus implements Metadata.
 func (m *Memory) CustomStatus(ctx context.Context, stream string, lastSeen int64) (cs CustomStatus, changed bool, err error) {
-	err = m.view(ctx, "custom status", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "custom status", func(tx *txn.MemoryTx) error {
 		cs, changed, err = m.CustomStatusTx(ctx, tx, stream, lastSeen)
 		return err
 	})
@@ -651,7 +651,7 @@ func (m *Memory) CustomStatus(ctx context.Context, stream string, lastSeen int64
 }
 
 // CustomStatusTx is CustomStatus inside tx.
-func (m *Memory) CustomStatusTx(ctx context.Context, tx *memtx.Tx, stream string, lastSeen int64) (CustomStatus, bool, error) {
+func (m *Memory) CustomStatusTx(ctx context.Context, tx *txn.MemoryTx, stream string, lastSeen int64) (CustomStatus, bool, error) {
 	const op = "custom status"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return CustomStatus{}, false, err
@@ -670,11 +670,11 @@ func (m *Memory) CustomStatusTx(ctx context.Context, tx *memtx.Tx, stream string
 
 // ApplyKV implements KVStore.
 func (m *Memory) ApplyKV(ctx context.Context, stream string, partition int64, muts []KVMutation) error {
-	return m.run(ctx, "apply kv", func(tx *memtx.Tx) error { return m.ApplyKVTx(ctx, tx, stream, partition, muts) })
+	return m.run(ctx, "apply kv", func(tx *txn.MemoryTx) error { return m.ApplyKVTx(ctx, tx, stream, partition, muts) })
 }
 
 // ApplyKVTx is ApplyKV inside tx.
-func (m *Memory) ApplyKVTx(ctx context.Context, tx *memtx.Tx, stream string, partition int64, muts []KVMutation) error {
+func (m *Memory) ApplyKVTx(ctx context.Context, tx *txn.MemoryTx, stream string, partition int64, muts []KVMutation) error {
 	const op = "apply kv"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return err
@@ -723,7 +723,7 @@ func (m *Memory) ApplyKVTx(ctx context.Context, tx *memtx.Tx, stream string, par
 
 // KVGet implements KVStore.
 func (m *Memory) KVGet(ctx context.Context, stream, key string) (e KVEntry, ok bool, err error) {
-	err = m.view(ctx, "kv get", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "kv get", func(tx *txn.MemoryTx) error {
 		e, ok, err = m.KVGetTx(ctx, tx, stream, key)
 		return err
 	})
@@ -731,7 +731,7 @@ func (m *Memory) KVGet(ctx context.Context, stream, key string) (e KVEntry, ok b
 }
 
 // KVGetTx is KVGet inside tx.
-func (m *Memory) KVGetTx(ctx context.Context, tx *memtx.Tx, stream, key string) (KVEntry, bool, error) {
+func (m *Memory) KVGetTx(ctx context.Context, tx *txn.MemoryTx, stream, key string) (KVEntry, bool, error) {
 	const op = "kv get"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return KVEntry{}, false, err
@@ -755,7 +755,7 @@ func (m *Memory) KVGetTx(ctx context.Context, tx *memtx.Tx, stream, key string) 
 
 // KVAll implements KVStore.
 func (m *Memory) KVAll(ctx context.Context, stream string) (kv map[string]KVEntry, err error) {
-	err = m.view(ctx, "kv all", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "kv all", func(tx *txn.MemoryTx) error {
 		kv, err = m.KVAllTx(ctx, tx, stream)
 		return err
 	})
@@ -763,7 +763,7 @@ func (m *Memory) KVAll(ctx context.Context, stream string) (kv map[string]KVEntr
 }
 
 // KVAllTx is KVAll inside tx.
-func (m *Memory) KVAllTx(ctx context.Context, tx *memtx.Tx, stream string) (map[string]KVEntry, error) {
+func (m *Memory) KVAllTx(ctx context.Context, tx *txn.MemoryTx, stream string) (map[string]KVEntry, error) {
 	const op = "kv all"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return nil, err
@@ -793,7 +793,7 @@ func (m *Memory) kvMerged(stream string) map[string]KVEntry {
 
 // KVSnapshot implements KVStore.
 func (m *Memory) KVSnapshot(ctx context.Context, stream string) (kv map[string]KVEntry, err error) {
-	err = m.view(ctx, "kv snapshot", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "kv snapshot", func(tx *txn.MemoryTx) error {
 		kv, err = m.KVSnapshotTx(ctx, tx, stream)
 		return err
 	})
@@ -801,7 +801,7 @@ func (m *Memory) KVSnapshot(ctx context.Context, stream string) (kv map[string]K
 }
 
 // KVSnapshotTx is KVSnapshot inside tx.
-func (m *Memory) KVSnapshotTx(ctx context.Context, tx *memtx.Tx, stream string) (map[string]KVEntry, error) {
+func (m *Memory) KVSnapshotTx(ctx context.Context, tx *txn.MemoryTx, stream string) (map[string]KVEntry, error) {
 	const op = "kv snapshot"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return nil, err
@@ -850,7 +850,7 @@ func (g *memGraph) Children(stream string) ([]string, error) {
 
 // Delete implements Admin.
 func (m *Memory) Delete(ctx context.Context, streams []string, o DeleteOptions) (r DeleteResult, err error) {
-	err = m.run(ctx, "delete", func(tx *memtx.Tx) error {
+	err = m.run(ctx, "delete", func(tx *txn.MemoryTx) error {
 		r, err = m.DeleteTx(ctx, tx, streams, o)
 		return err
 	})
@@ -858,7 +858,7 @@ func (m *Memory) Delete(ctx context.Context, streams []string, o DeleteOptions) 
 }
 
 // DeleteTx is Delete inside tx.
-func (m *Memory) DeleteTx(ctx context.Context, tx *memtx.Tx, streams []string, o DeleteOptions) (DeleteResult, error) {
+func (m *Memory) DeleteTx(ctx context.Context, tx *txn.MemoryTx, streams []string, o DeleteOptions) (DeleteResult, error) {
 	const op = "delete"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return DeleteResult{}, err
@@ -872,7 +872,7 @@ func (m *Memory) DeleteTx(ctx context.Context, tx *memtx.Tx, streams []string, o
 
 // DeleteWhere implements Admin.
 func (m *Memory) DeleteWhere(ctx context.Context, f StreamFilter) (r DeleteResult, err error) {
-	err = m.run(ctx, "delete where", func(tx *memtx.Tx) error {
+	err = m.run(ctx, "delete where", func(tx *txn.MemoryTx) error {
 		r, err = m.DeleteWhereTx(ctx, tx, f)
 		return err
 	})
@@ -880,7 +880,7 @@ func (m *Memory) DeleteWhere(ctx context.Context, f StreamFilter) (r DeleteResul
 }
 
 // DeleteWhereTx is DeleteWhere inside tx.
-func (m *Memory) DeleteWhereTx(ctx context.Context, tx *memtx.Tx, f StreamFilter) (DeleteResult, error) {
+func (m *Memory) DeleteWhereTx(ctx context.Context, tx *txn.MemoryTx, f StreamFilter) (DeleteResult, error) {
 	const op = "delete where"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return DeleteResult{}, err
@@ -898,7 +898,7 @@ func (m *Memory) DeleteWhereTx(ctx context.Context, tx *memtx.Tx, f StreamFilter
 }
 
 // remove deletes the streams (all known) and everything they hold.
-func (m *Memory) remove(tx *memtx.Tx, ids []string) DeleteResult {
+func (m *Memory) remove(tx *txn.MemoryTx, ids []string) DeleteResult {
 	r := DeleteResult{StreamIDs: ids, Streams: len(ids)}
 	for _, id := range ids {
 		s := m.streams[id]
@@ -914,7 +914,7 @@ func (m *Memory) remove(tx *memtx.Tx, ids []string) DeleteResult {
 
 // Prune implements Admin.
 func (m *Memory) Prune(ctx context.Context, stream string, o PruneOptions) (r PruneResult, err error) {
-	err = m.run(ctx, "prune", func(tx *memtx.Tx) error {
+	err = m.run(ctx, "prune", func(tx *txn.MemoryTx) error {
 		r, err = m.PruneTx(ctx, tx, stream, o)
 		return err
 	})
@@ -922,7 +922,7 @@ func (m *Memory) Prune(ctx context.Context, stream string, o PruneOptions) (r Pr
 }
 
 // PruneTx is Prune inside tx.
-func (m *Memory) PruneTx(ctx context.Context, tx *memtx.Tx, stream string, o PruneOptions) (PruneResult, error) {
+func (m *Memory) PruneTx(ctx context.Context, tx *txn.MemoryTx, stream string, o PruneOptions) (PruneResult, error) {
 	const op = "prune"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return PruneResult{}, err
@@ -939,7 +939,7 @@ func (m *Memory) PruneTx(ctx context.Context, tx *memtx.Tx, stream string, o Pru
 	return m.prune(tx, stream, o), nil
 }
 
-func (m *Memory) prune(tx *memtx.Tx, stream string, o PruneOptions) PruneResult {
+func (m *Memory) prune(tx *txn.MemoryTx, stream string, o PruneOptions) PruneResult {
 	s := m.streams[stream]
 	r := PruneResult{Streams: 1}
 	for _, n := range Prunable(s.meta.current, m.partitionInfos(stream), o) {
@@ -954,7 +954,7 @@ func (m *Memory) prune(tx *memtx.Tx, stream string, o PruneOptions) PruneResult 
 
 // PruneWhere implements Admin.
 func (m *Memory) PruneWhere(ctx context.Context, f StreamFilter, o PruneOptions) (r PruneResult, err error) {
-	err = m.run(ctx, "prune where", func(tx *memtx.Tx) error {
+	err = m.run(ctx, "prune where", func(tx *txn.MemoryTx) error {
 		r, err = m.PruneWhereTx(ctx, tx, f, o)
 		return err
 	})
@@ -962,7 +962,7 @@ func (m *Memory) PruneWhere(ctx context.Context, f StreamFilter, o PruneOptions)
 }
 
 // PruneWhereTx is PruneWhere inside tx.
-func (m *Memory) PruneWhereTx(ctx context.Context, tx *memtx.Tx, f StreamFilter, o PruneOptions) (PruneResult, error) {
+func (m *Memory) PruneWhereTx(ctx context.Context, tx *txn.MemoryTx, f StreamFilter, o PruneOptions) (PruneResult, error) {
 	const op = "prune where"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return PruneResult{}, err
@@ -985,7 +985,7 @@ func (m *Memory) PruneWhereTx(ctx context.Context, tx *memtx.Tx, f StreamFilter,
 
 // Stats implements Admin.
 func (m *Memory) Stats(ctx context.Context, stream string) (st Stats, err error) {
-	err = m.view(ctx, "stats", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "stats", func(tx *txn.MemoryTx) error {
 		st, err = m.StatsTx(ctx, tx, stream)
 		return err
 	})
@@ -993,7 +993,7 @@ func (m *Memory) Stats(ctx context.Context, stream string) (st Stats, err error)
 }
 
 // StatsTx is Stats inside tx.
-func (m *Memory) StatsTx(ctx context.Context, tx *memtx.Tx, stream string) (Stats, error) {
+func (m *Memory) StatsTx(ctx context.Context, tx *txn.MemoryTx, stream string) (Stats, error) {
 	const op = "stats"
 	if err := m.usableTx(ctx, tx, op); err != nil {
 		return Stats{}, err
@@ -1018,7 +1018,7 @@ func (m *Memory) StatsTx(ctx context.Context, tx *memtx.Tx, stream string) (Stat
 
 // Totals implements Admin.
 func (m *Memory) Totals(ctx context.Context) (t Totals, err error) {
-	err = m.view(ctx, "totals", func(tx *memtx.Tx) error {
+	err = m.view(ctx, "totals", func(tx *txn.MemoryTx) error {
 		t, err = m.TotalsTx(ctx, tx)
 		return err
 	})
@@ -1026,7 +1026,7 @@ func (m *Memory) Totals(ctx context.Context) (t Totals, err error) {
 }
 
 // TotalsTx is Totals inside tx.
-func (m *Memory) TotalsTx(ctx context.Context, tx *memtx.Tx) (Totals, error) {
+func (m *Memory) TotalsTx(ctx context.Context, tx *txn.MemoryTx) (Totals, error) {
 	if err := m.usableTx(ctx, tx, "totals"); err != nil {
 		return Totals{}, err
 	}

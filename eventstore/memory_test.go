@@ -9,7 +9,7 @@ import (
 	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/conformance"
 	"github.com/duroq/duroq/eventstore"
-	"github.com/duroq/duroq/internal/memtx"
+	"github.com/duroq/duroq/txn"
 )
 
 func TestMemoryConformance(t *testing.T) {
@@ -31,25 +31,25 @@ func BenchmarkEventStore(b *testing.B) {
 	})
 }
 
-// sideTable stands for another in-memory store of the same domain (the queue).
+// sideTable stands for another in-memory store of the same database (the queue).
 type sideTable struct{ rows []string }
 
-func (s *sideTable) insert(tx *memtx.Tx, row string) {
+func (s *sideTable) insert(tx *txn.MemoryTx, row string) {
 	s.rows = append(s.rows, row)
 	n := len(s.rows) - 1
 	tx.Undo(func() { s.rows = s.rows[:n] })
 }
 
 // TestMemoryTxCommitsWithOtherStores commits a whole turn — events, metadata, custom
-// status, KV and a write of another store — in one transaction of a shared domain,
+// status, KV and a write of another store — in one transaction of a shared database,
 // then rolls an identical turn back and finds no trace of it.
 func TestMemoryTxCommitsWithOtherStores(t *testing.T) {
 	ctx := context.Background()
-	domain := memtx.NewDomain()
-	m := eventstore.NewMemory(eventstore.MemoryOptions{Domain: domain})
+	db := txn.NewMemoryDatabase()
+	m := eventstore.NewMemory(eventstore.MemoryOptions{Database: db})
 	side := &sideTable{}
 	completed := eventstore.StatusCompleted
-	turn := func(tx *memtx.Tx, stream string) error {
+	turn := func(tx *txn.MemoryTx, stream string) error {
 		if _, _, err := m.ReadLatestTx(ctx, tx, stream); err != nil {
 			return err
 		}
@@ -72,11 +72,11 @@ func TestMemoryTxCommitsWithOtherStores(t *testing.T) {
 		return nil
 	}
 
-	if err := domain.Run(func(tx *memtx.Tx) error { return turn(tx, "kept") }); err != nil {
+	if err := db.Do(func(tx *txn.MemoryTx) error { return turn(tx, "kept") }); err != nil {
 		t.Fatalf("committed turn: %v", err)
 	}
 	boom := errors.New("the queue write failed")
-	err := domain.Run(func(tx *memtx.Tx) error {
+	err := db.Do(func(tx *txn.MemoryTx) error {
 		if err := turn(tx, "rolled-back"); err != nil {
 			return err
 		}
@@ -120,11 +120,12 @@ func TestMemoryTxCommitsWithOtherStores(t *testing.T) {
 // transaction the caller then commits has written nothing of itself.
 func TestMemoryFailedTxWriteLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	m := eventstore.NewMemory(eventstore.MemoryOptions{})
+	db := txn.NewMemoryDatabase()
+	m := eventstore.NewMemory(eventstore.MemoryOptions{Database: db})
 	if err := m.Append(ctx, "s", 1, []eventstore.Event{{Seq: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	err := m.Domain().Run(func(tx *memtx.Tx) error {
+	err := db.Do(func(tx *txn.MemoryTx) error {
 		err := m.AppendTx(ctx, tx, "s", 1, []eventstore.Event{{Seq: 1}, {Seq: 2}, {Seq: 3}})
 		if !errors.Is(err, eventstore.ErrConflict) {
 			t.Errorf("AppendTx = %v, want ErrConflict", err)

@@ -62,9 +62,12 @@
 //
 // # Composition
 //
-// Backends expose their writes inside a caller's transaction (NewMemory's *Tx
-// methods on a shared memtx domain; mq/sqlite's *Tx methods on a *sqlx.Tx), so queue
-// writes can commit together with another store's.
+// A TxQueue does its writes inside a transaction of the database it lives in
+// (Database, In; the seam is declared in package txn), so queue writes commit
+// together with another backend's on the same database; TestTransactional in
+// package conformance checks it. The backends also offer *Tx twins of their methods
+// for a caller's own transaction (Memory: on a *txn.MemoryTx; mq/sqlite and
+// mq/postgres: on a *sqlx.Tx, to enqueue with an application's own SQL writes).
 //
 // For applications, Consumer runs a Handler over a queue with lock renewal, retries
 // with backoff that keep per-key order, dead-lettering of the failing message alone,

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/duroq/duroq/internal/memtx"
 	"github.com/duroq/duroq/internal/wake"
+	"github.com/duroq/duroq/txn"
 	"github.com/google/uuid"
 )
 
@@ -20,16 +20,17 @@ type MemoryOptions struct {
 	// Now is the clock (default time.Now). Inject a fake one to test timing without
 	// sleeping.
 	Now func() time.Time
-	// Domain, when set, is a transaction domain shared with other in-memory stores so
-	// that one transaction can span them (see the *Tx methods). Default: a private one.
-	Domain *memtx.Domain
+	// Database, when set, is shared with other in-memory backends (eventstore.Memory)
+	// so that one transaction can span them (see In and the *Tx methods). Default: a
+	// private one.
+	Database *txn.MemoryDatabase
 }
 
 // Memory is the in-memory reference backend of MessageQueue: every rule of the
 // contract, nothing durable. It is meant for tests and for composing with other
 // in-memory stores; it does not survive the process.
 type Memory struct {
-	domain *memtx.Domain
+	domain *txn.MemoryDatabase
 	now    func() time.Time
 	hub    wake.Hub
 
@@ -98,18 +99,18 @@ func NewMemory(o MemoryOptions) *Memory {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Domain == nil {
-		o.Domain = memtx.NewDomain()
+	if o.Database == nil {
+		o.Database = txn.NewMemoryDatabase()
 	}
-	return &Memory{domain: o.Domain, now: o.Now, queues: map[string]*memQueue{}, locks: map[string]*memLock{}}
+	return &Memory{domain: o.Database, now: o.Now, queues: map[string]*memQueue{}, locks: map[string]*memLock{}}
 }
 
 // run runs fn in a transaction of the queue's own; fn's writes roll back if it fails.
-func (s *Memory) run(ctx context.Context, op string, fn func(tx *memtx.Tx) error) error {
+func (s *Memory) run(ctx context.Context, op string, fn func(tx *txn.MemoryTx) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("mq: %s: %w", op, err)
 	}
-	return s.domain.Run(fn)
+	return s.domain.Do(fn)
 }
 
 func (s *Memory) open(op string) error {
@@ -119,7 +120,7 @@ func (s *Memory) open(op string) error {
 	return nil
 }
 
-func (s *Memory) queue(tx *memtx.Tx, name string) *memQueue {
+func (s *Memory) queue(tx *txn.MemoryTx, name string) *memQueue {
 	q := s.queues[name]
 	if q == nil {
 		q = &memQueue{msgs: map[int64]*memMsg{}, byRoute: map[string]map[int64]*memMsg{}, byKey: map[string]*memMsg{}, keys: map[string]*memKey{}, sessions: map[string]*memSession{}}
@@ -130,16 +131,16 @@ func (s *Memory) queue(tx *memtx.Tx, name string) *memQueue {
 
 // Enqueue implements MessageQueue.
 func (s *Memory) Enqueue(ctx context.Context, msgs ...Message) error {
-	return s.run(ctx, "enqueue", func(tx *memtx.Tx) error { return s.EnqueueTx(tx, msgs...) })
+	return s.run(ctx, "enqueue", func(tx *txn.MemoryTx) error { return s.EnqueueTx(tx, msgs...) })
 }
 
-// EnqueueTx is Enqueue inside tx, a transaction of the queue's Domain.
-func (s *Memory) EnqueueTx(tx *memtx.Tx, msgs ...Message) error {
+// EnqueueTx is Enqueue inside tx, a transaction of the queue's database.
+func (s *Memory) EnqueueTx(tx *txn.MemoryTx, msgs ...Message) error {
 	return s.enqueue(tx, "enqueue", msgs)
 }
 
 // enqueue stores msgs for op (enqueue, or ack with follow-ups).
-func (s *Memory) enqueue(tx *memtx.Tx, op string, msgs []Message) error {
+func (s *Memory) enqueue(tx *txn.MemoryTx, op string, msgs []Message) error {
 	if err := s.open(op); err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func (s *Memory) enqueue(tx *memtx.Tx, op string, msgs []Message) error {
 		q.insertMsg(tx, msg)
 		heap.Push(&q.ready, readyEntry{msg.visibleAt, msg.id})
 		queue := m.Queue
-		tx.OnCommit(func() { s.hub.Notify(queue) })
+		tx.AfterCommit(func() { s.hub.Notify(queue) })
 	}
 	return nil
 }
@@ -200,7 +201,7 @@ func (s *Memory) DequeueBatches(ctx context.Context, queue string, opts DequeueO
 // poll takes up to max batches in one transaction, waiting up to opts.Wait for one.
 func (s *Memory) poll(ctx context.Context, queue string, opts DequeueOptions, max int) ([]*Batch, error) {
 	batches, err := wake.Poll(ctx, &s.hub, queue, opts.Wait, s.now, func() (bs []*Batch, ok bool, next time.Time, err error) {
-		err = s.domain.Run(func(tx *memtx.Tx) error {
+		err = s.domain.Do(func(tx *txn.MemoryTx) error {
 			for len(bs) < max {
 				b, n, err := s.DequeueTx(tx, queue, opts)
 				if err != nil || b == nil {
@@ -224,7 +225,7 @@ func (s *Memory) poll(ctx context.Context, queue string, opts DequeueOptions, ma
 // DequeueTx is one non-blocking DequeueBatch attempt inside tx (opts.Wait is ignored).
 // When nothing is eligible it returns a nil batch and the next time a message of the
 // queue becomes visible (zero if none is pending).
-func (s *Memory) DequeueTx(tx *memtx.Tx, queue string, opts DequeueOptions) (*Batch, time.Time, error) {
+func (s *Memory) DequeueTx(tx *txn.MemoryTx, queue string, opts DequeueOptions) (*Batch, time.Time, error) {
 	opts, err := NormalizeDequeue(queue, opts)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -309,7 +310,7 @@ func (q *memQueue) eligible(m *memMsg, now time.Time, opts DequeueOptions) bool 
 	return true
 }
 
-func (q *memQueue) key(tx *memtx.Tx, rk string) *memKey {
+func (q *memQueue) key(tx *txn.MemoryTx, rk string) *memKey {
 	k := q.keys[rk]
 	if k == nil {
 		k = &memKey{}
@@ -320,7 +321,7 @@ func (q *memQueue) key(tx *memtx.Tx, rk string) *memKey {
 
 // releaseKey drops the lock of token on routing key rk, and the key's state when
 // nothing is left in it.
-func (q *memQueue) releaseKey(tx *memtx.Tx, rk, token string) {
+func (q *memQueue) releaseKey(tx *txn.MemoryTx, rk, token string) {
 	k := q.keys[rk]
 	if k == nil || k.token != token {
 		return
@@ -345,12 +346,12 @@ func (s *Memory) live(op, token string) (*memLock, *memQueue, error) {
 	return lk, s.queues[lk.queue], nil
 }
 
-// Domain returns the transaction domain of the queue, for the *Tx methods.
-func (s *Memory) Domain() *memtx.Domain { return s.domain }
+// Database implements TxQueue: the in-memory database the queue lives in.
+func (s *Memory) Database() txn.Database { return s.domain }
 
 // Lock implements MessageQueue.
 func (s *Memory) Lock(ctx context.Context, token string) (li LockInfo, err error) {
-	err = s.run(ctx, "lock", func(tx *memtx.Tx) error {
+	err = s.run(ctx, "lock", func(tx *txn.MemoryTx) error {
 		li, err = s.LockTx(tx, token)
 		return err
 	})
@@ -358,7 +359,7 @@ func (s *Memory) Lock(ctx context.Context, token string) (li LockInfo, err error
 }
 
 // LockTx is Lock inside tx.
-func (s *Memory) LockTx(tx *memtx.Tx, token string) (LockInfo, error) {
+func (s *Memory) LockTx(tx *txn.MemoryTx, token string) (LockInfo, error) {
 	lk, _, err := s.live("lock", token)
 	if err != nil {
 		return LockInfo{}, err
@@ -368,11 +369,11 @@ func (s *Memory) LockTx(tx *memtx.Tx, token string) (LockInfo, error) {
 
 // Ack implements MessageQueue.
 func (s *Memory) Ack(ctx context.Context, token string, then ...Message) error {
-	return s.run(ctx, "ack", func(tx *memtx.Tx) error { return s.AckTx(tx, token, then...) })
+	return s.run(ctx, "ack", func(tx *txn.MemoryTx) error { return s.AckTx(tx, token, then...) })
 }
 
 // AckTx is Ack inside tx.
-func (s *Memory) AckTx(tx *memtx.Tx, token string, then ...Message) error {
+func (s *Memory) AckTx(tx *txn.MemoryTx, token string, then ...Message) error {
 	const op = "ack"
 	if err := CheckMessages(op, then); err != nil {
 		return err
@@ -387,7 +388,7 @@ func (s *Memory) AckTx(tx *memtx.Tx, token string, then ...Message) error {
 // Settle implements MessageQueue.
 func (s *Memory) Settle(ctx context.Context, settlements ...Settlement) error {
 	var lost error
-	err := s.run(ctx, "settle", func(tx *memtx.Tx) (err error) {
+	err := s.run(ctx, "settle", func(tx *txn.MemoryTx) (err error) {
 		lost, err = s.settle(tx, settlements)
 		return err
 	})
@@ -399,7 +400,7 @@ func (s *Memory) Settle(ctx context.Context, settlements ...Settlement) error {
 
 // SettleTx is Settle inside tx. A *SettleError leaves tx usable: the settlements
 // whose lock was held are applied in it.
-func (s *Memory) SettleTx(tx *memtx.Tx, settlements ...Settlement) error {
+func (s *Memory) SettleTx(tx *txn.MemoryTx, settlements ...Settlement) error {
 	lost, err := s.settle(tx, settlements)
 	if err != nil {
 		return err
@@ -409,7 +410,7 @@ func (s *Memory) SettleTx(tx *memtx.Tx, settlements ...Settlement) error {
 
 // settle applies the settlements whose lock is held and returns a *SettleError
 // naming the others (nil if none), or err when nothing may be applied.
-func (s *Memory) settle(tx *memtx.Tx, ss []Settlement) (lost, err error) {
+func (s *Memory) settle(tx *txn.MemoryTx, ss []Settlement) (lost, err error) {
 	const op = "settle"
 	if err := s.open(op); err != nil {
 		return nil, err
@@ -448,7 +449,7 @@ func (s *Memory) settle(tx *memtx.Tx, ss []Settlement) (lost, err error) {
 }
 
 // apply settles the live lock lk of queue q as st says (st is valid for it).
-func (s *Memory) apply(tx *memtx.Tx, op string, q *memQueue, lk *memLock, st Settlement) error {
+func (s *Memory) apply(tx *txn.MemoryTx, op string, q *memQueue, lk *memLock, st Settlement) error {
 	now := s.now()
 	n := len(lk.ids)
 	acked, dead, tried := st.Split(n)
@@ -466,7 +467,7 @@ func (s *Memory) apply(tx *memtx.Tx, op string, q *memQueue, lk *memLock, st Set
 			s.move(tx, q, dlq, st.DeadLetterQueue, m, now)
 		}
 		name := st.DeadLetterQueue
-		tx.OnCommit(func() { s.hub.Notify(name) })
+		tx.AfterCommit(func() { s.hub.Notify(name) })
 	}
 	visible := now.Add(st.Delay)
 	for i, id := range lk.ids[dead:] {
@@ -490,12 +491,12 @@ func (s *Memory) apply(tx *memtx.Tx, op string, q *memQueue, lk *memLock, st Set
 		s.dropLock(tx, q, lk, st.Token)
 	}
 	queue := lk.queue
-	tx.OnCommit(func() { s.hub.Notify(queue) })
+	tx.AfterCommit(func() { s.hub.Notify(queue) })
 	return s.enqueue(tx, op, st.Then)
 }
 
 // failed records a failed attempt of m at now.
-func (s *Memory) failed(tx *memtx.Tx, m *memMsg, reason string, now time.Time) {
+func (s *Memory) failed(tx *txn.MemoryTx, m *memMsg, reason string, now time.Time) {
 	mutate(tx, m)
 	m.lastError, m.lastFailedAt = reason, now
 	if m.firstFailedAt.IsZero() {
@@ -505,7 +506,7 @@ func (s *Memory) failed(tx *memtx.Tx, m *memMsg, reason string, now time.Time) {
 
 // move takes the unlocked (or lapsed) message m from queue from to queue to, named
 // name, visible at now; it keeps its id and drops its message key if to holds it.
-func (s *Memory) move(tx *memtx.Tx, from, to *memQueue, name string, m *memMsg, now time.Time) {
+func (s *Memory) move(tx *txn.MemoryTx, from, to *memQueue, name string, m *memMsg, now time.Time) {
 	from.deleteMsg(tx, m.id)
 	mutate(tx, m)
 	m.m.Queue = name
@@ -518,7 +519,7 @@ func (s *Memory) move(tx *memtx.Tx, from, to *memQueue, name string, m *memMsg, 
 }
 
 // touchSessions records activity on the sessions of lk's messages whose lease is live.
-func (s *Memory) touchSessions(tx *memtx.Tx, q *memQueue, lk *memLock) {
+func (s *Memory) touchSessions(tx *txn.MemoryTx, q *memQueue, lk *memLock) {
 	now := s.now()
 	for _, id := range lk.ids {
 		if m := q.msgs[id]; m != nil && m.m.Session != "" {
@@ -531,7 +532,7 @@ func (s *Memory) touchSessions(tx *memtx.Tx, q *memQueue, lk *memLock) {
 }
 
 // insertMsg indexes m in q (the ready index aside).
-func (q *memQueue) insertMsg(tx *memtx.Tx, m *memMsg) {
+func (q *memQueue) insertMsg(tx *txn.MemoryTx, m *memMsg) {
 	put(tx, q.msgs, m.id, m)
 	if m.m.Key != "" {
 		put(tx, q.byKey, m.m.Key, m)
@@ -544,7 +545,7 @@ func (q *memQueue) insertMsg(tx *memtx.Tx, m *memMsg) {
 	}
 }
 
-func (q *memQueue) deleteMsg(tx *memtx.Tx, id int64) {
+func (q *memQueue) deleteMsg(tx *txn.MemoryTx, id int64) {
 	m := q.msgs[id]
 	if m == nil {
 		return
@@ -561,7 +562,7 @@ func (q *memQueue) deleteMsg(tx *memtx.Tx, id int64) {
 	}
 }
 
-func (s *Memory) dropLock(tx *memtx.Tx, q *memQueue, lk *memLock, token string) {
+func (s *Memory) dropLock(tx *txn.MemoryTx, q *memQueue, lk *memLock, token string) {
 	if lk.routingKey != "" {
 		q.releaseKey(tx, lk.routingKey, token)
 	}
@@ -570,11 +571,11 @@ func (s *Memory) dropLock(tx *memtx.Tx, q *memQueue, lk *memLock, token string) 
 
 // Abandon implements MessageQueue.
 func (s *Memory) Abandon(ctx context.Context, token string, opts AbandonOptions) error {
-	return s.run(ctx, "abandon", func(tx *memtx.Tx) error { return s.AbandonTx(tx, token, opts) })
+	return s.run(ctx, "abandon", func(tx *txn.MemoryTx) error { return s.AbandonTx(tx, token, opts) })
 }
 
 // AbandonTx is Abandon inside tx.
-func (s *Memory) AbandonTx(tx *memtx.Tx, token string, opts AbandonOptions) error {
+func (s *Memory) AbandonTx(tx *txn.MemoryTx, token string, opts AbandonOptions) error {
 	const op = "abandon"
 	if err := CheckDuration(op, "Delay", opts.Delay); err != nil {
 		return err
@@ -588,7 +589,7 @@ func (s *Memory) AbandonTx(tx *memtx.Tx, token string, opts AbandonOptions) erro
 
 // unlock makes the messages of lk that are still there eligible now, attempts as
 // they are, and drops the lock: a batch that lost a message to Remove or Purge.
-func (s *Memory) unlock(tx *memtx.Tx, q *memQueue, lk *memLock, token string) {
+func (s *Memory) unlock(tx *txn.MemoryTx, q *memQueue, lk *memLock, token string) {
 	now := s.now()
 	for _, id := range lk.ids {
 		m := q.msgs[id]
@@ -601,12 +602,12 @@ func (s *Memory) unlock(tx *memtx.Tx, q *memQueue, lk *memLock, token string) {
 	}
 	s.dropLock(tx, q, lk, token)
 	queue := lk.queue
-	tx.OnCommit(func() { s.hub.Notify(queue) })
+	tx.AfterCommit(func() { s.hub.Notify(queue) })
 }
 
 // Renew implements MessageQueue.
 func (s *Memory) Renew(ctx context.Context, token string, extend time.Duration) (until time.Time, err error) {
-	err = s.run(ctx, "renew", func(tx *memtx.Tx) error {
+	err = s.run(ctx, "renew", func(tx *txn.MemoryTx) error {
 		until, err = s.RenewTx(tx, token, extend)
 		return err
 	})
@@ -614,7 +615,7 @@ func (s *Memory) Renew(ctx context.Context, token string, extend time.Duration) 
 }
 
 // RenewTx is Renew inside tx.
-func (s *Memory) RenewTx(tx *memtx.Tx, token string, extend time.Duration) (time.Time, error) {
+func (s *Memory) RenewTx(tx *txn.MemoryTx, token string, extend time.Duration) (time.Time, error) {
 	const op = "renew"
 	if err := CheckDuration(op, "extend", extend); err != nil {
 		return time.Time{}, err
@@ -644,7 +645,7 @@ func (s *Memory) RenewTx(tx *memtx.Tx, token string, extend time.Duration) (time
 
 // Remove implements MessageQueue.
 func (s *Memory) Remove(ctx context.Context, queue string, keys ...string) (n int, err error) {
-	err = s.run(ctx, "remove", func(tx *memtx.Tx) error {
+	err = s.run(ctx, "remove", func(tx *txn.MemoryTx) error {
 		n, err = s.RemoveTx(tx, queue, keys...)
 		return err
 	})
@@ -652,7 +653,7 @@ func (s *Memory) Remove(ctx context.Context, queue string, keys ...string) (n in
 }
 
 // RemoveTx is Remove inside tx.
-func (s *Memory) RemoveTx(tx *memtx.Tx, queue string, keys ...string) (int, error) {
+func (s *Memory) RemoveTx(tx *txn.MemoryTx, queue string, keys ...string) (int, error) {
 	const op = "remove"
 	q, err := s.existing(op, queue)
 	if err != nil {
@@ -684,7 +685,7 @@ func (s *Memory) existing(op, queue string) (*memQueue, error) {
 
 // RemovePrefix implements MessageQueue.
 func (s *Memory) RemovePrefix(ctx context.Context, queue, prefix string) (n int, err error) {
-	err = s.run(ctx, "remove prefix", func(tx *memtx.Tx) error {
+	err = s.run(ctx, "remove prefix", func(tx *txn.MemoryTx) error {
 		n, err = s.RemovePrefixTx(tx, queue, prefix)
 		return err
 	})
@@ -692,7 +693,7 @@ func (s *Memory) RemovePrefix(ctx context.Context, queue, prefix string) (n int,
 }
 
 // RemovePrefixTx is RemovePrefix inside tx.
-func (s *Memory) RemovePrefixTx(tx *memtx.Tx, queue, prefix string) (int, error) {
+func (s *Memory) RemovePrefixTx(tx *txn.MemoryTx, queue, prefix string) (int, error) {
 	const op = "remove prefix"
 	if err := checkName(op, "prefix", prefix, true); err != nil {
 		return 0, err
@@ -712,7 +713,7 @@ func (s *Memory) RemovePrefixTx(tx *memtx.Tx, queue, prefix string) (int, error)
 }
 
 // removeMsg deletes m; if m was locked, the rest of its batch is released.
-func (s *Memory) removeMsg(tx *memtx.Tx, q *memQueue, m *memMsg) {
+func (s *Memory) removeMsg(tx *txn.MemoryTx, q *memQueue, m *memMsg) {
 	if m.token != "" {
 		if lk := s.locks[m.token]; lk != nil {
 			s.unlock(tx, q, lk, m.token)
@@ -723,7 +724,7 @@ func (s *Memory) removeMsg(tx *memtx.Tx, q *memQueue, m *memMsg) {
 
 // PurgeKey implements MessageQueue.
 func (s *Memory) PurgeKey(ctx context.Context, queue, routingKey string) (n int, err error) {
-	err = s.run(ctx, "purge key", func(tx *memtx.Tx) error {
+	err = s.run(ctx, "purge key", func(tx *txn.MemoryTx) error {
 		n, err = s.PurgeKeyTx(tx, queue, routingKey)
 		return err
 	})
@@ -731,7 +732,7 @@ func (s *Memory) PurgeKey(ctx context.Context, queue, routingKey string) (n int,
 }
 
 // PurgeKeyTx is PurgeKey inside tx.
-func (s *Memory) PurgeKeyTx(tx *memtx.Tx, queue, routingKey string) (int, error) {
+func (s *Memory) PurgeKeyTx(tx *txn.MemoryTx, queue, routingKey string) (int, error) {
 	const op = "purge key"
 	q, err := s.existing(op, queue)
 	if err != nil {
@@ -751,11 +752,11 @@ func (s *Memory) PurgeKeyTx(tx *memtx.Tx, queue, routingKey string) (int, error)
 
 // SetKeyAttr implements MessageQueue.
 func (s *Memory) SetKeyAttr(ctx context.Context, queue, routingKey string, attr *int64) error {
-	return s.run(ctx, "set key attribute", func(tx *memtx.Tx) error { return s.SetKeyAttrTx(tx, queue, routingKey, attr) })
+	return s.run(ctx, "set key attribute", func(tx *txn.MemoryTx) error { return s.SetKeyAttrTx(tx, queue, routingKey, attr) })
 }
 
 // SetKeyAttrTx is SetKeyAttr inside tx.
-func (s *Memory) SetKeyAttrTx(tx *memtx.Tx, queue, routingKey string, attr *int64) error {
+func (s *Memory) SetKeyAttrTx(tx *txn.MemoryTx, queue, routingKey string, attr *int64) error {
 	const op = "set key attribute"
 	if err := CheckQueue(op, queue); err != nil {
 		return err
@@ -789,7 +790,7 @@ func (s *Memory) RenewSessions(ctx context.Context, queue string, owners []strin
 	if err := errors.Join(CheckDuration(op, "extend", extend), CheckDuration(op, "idle", idle)); err != nil {
 		return 0, err
 	}
-	err = s.run(ctx, op, func(tx *memtx.Tx) error {
+	err = s.run(ctx, op, func(tx *txn.MemoryTx) error {
 		q, err := s.existing(op, queue)
 		if q == nil || err != nil {
 			return err
@@ -810,7 +811,7 @@ func (s *Memory) RenewSessions(ctx context.Context, queue string, owners []strin
 // CleanupSessions implements MessageQueue.
 func (s *Memory) CleanupSessions(ctx context.Context, queue string) (n int, err error) {
 	const op = "cleanup sessions"
-	err = s.run(ctx, op, func(tx *memtx.Tx) error {
+	err = s.run(ctx, op, func(tx *txn.MemoryTx) error {
 		q, err := s.existing(op, queue)
 		if q == nil || err != nil {
 			return err
@@ -834,7 +835,7 @@ func (s *Memory) CleanupSessions(ctx context.Context, queue string) (n int, err 
 // Stats implements MessageQueue.
 func (s *Memory) Stats(ctx context.Context, queue string) (st Stats, err error) {
 	const op = "stats"
-	err = s.run(ctx, op, func(*memtx.Tx) error {
+	err = s.run(ctx, op, func(*txn.MemoryTx) error {
 		q, err := s.existing(op, queue)
 		if q == nil || err != nil {
 			return err
@@ -848,7 +849,7 @@ func (s *Memory) Stats(ctx context.Context, queue string) (st Stats, err error) 
 // KeyStats implements MessageQueue.
 func (s *Memory) KeyStats(ctx context.Context, queue, routingKey string) (st Stats, err error) {
 	const op = "key stats"
-	err = s.run(ctx, op, func(*memtx.Tx) error {
+	err = s.run(ctx, op, func(*txn.MemoryTx) error {
 		q, err := s.existing(op, queue)
 		if q == nil || err != nil {
 			return err
@@ -887,7 +888,7 @@ func (s *Memory) Close() error {
 }
 
 // put sets m[k] = v in tx.
-func put[K comparable, V any](tx *memtx.Tx, m map[K]V, k K, v V) {
+func put[K comparable, V any](tx *txn.MemoryTx, m map[K]V, k K, v V) {
 	old, had := m[k]
 	m[k] = v
 	tx.Undo(func() {
@@ -900,7 +901,7 @@ func put[K comparable, V any](tx *memtx.Tx, m map[K]V, k K, v V) {
 }
 
 // del deletes m[k] in tx.
-func del[K comparable, V any](tx *memtx.Tx, m map[K]V, k K) {
+func del[K comparable, V any](tx *txn.MemoryTx, m map[K]V, k K) {
 	old, had := m[k]
 	if !had {
 		return
@@ -910,7 +911,7 @@ func del[K comparable, V any](tx *memtx.Tx, m map[K]V, k K) {
 }
 
 // mutate saves *p so that tx can restore it; call it before changing *p.
-func mutate[T any](tx *memtx.Tx, p *T) {
+func mutate[T any](tx *txn.MemoryTx, p *T) {
 	old := *p
 	tx.Undo(func() { *p = old })
 }
@@ -948,7 +949,7 @@ func (q *memQueue) scan(now time.Time, opts DequeueOptions) (first *memMsg, next
 
 // setVisible moves m to visibility t, keeping the ready index current also when tx
 // rolls back.
-func (q *memQueue) setVisible(tx *memtx.Tx, m *memMsg, t time.Time) {
+func (q *memQueue) setVisible(tx *txn.MemoryTx, m *memMsg, t time.Time) {
 	old := m.visibleAt
 	m.visibleAt = t
 	heap.Push(&q.ready, readyEntry{t, m.id})
@@ -989,7 +990,7 @@ func (s *Memory) Peek(ctx context.Context, queue string, opts PeekOptions) (out 
 	if err != nil {
 		return nil, err
 	}
-	err = s.run(ctx, op, func(*memtx.Tx) error {
+	err = s.run(ctx, op, func(*txn.MemoryTx) error {
 		q, err := s.existing(op, queue)
 		if q == nil || err != nil {
 			return err
@@ -1041,7 +1042,7 @@ func (s *Memory) Redrive(ctx context.Context, deadLetterQueue string, opts Redri
 	if err := CheckRedrive(op, deadLetterQueue, opts); err != nil {
 		return 0, err
 	}
-	err = s.run(ctx, op, func(tx *memtx.Tx) error {
+	err = s.run(ctx, op, func(tx *txn.MemoryTx) error {
 		q, err := s.existing(op, deadLetterQueue)
 		if q == nil || err != nil {
 			return err
@@ -1058,7 +1059,7 @@ func (s *Memory) Redrive(ctx context.Context, deadLetterQueue string, opts Redri
 			mutate(tx, m)
 			m.attempts, m.originQueue, m.deadAt = 0, "", time.Time{}
 			s.move(tx, q, s.queue(tx, to), to, m, now)
-			tx.OnCommit(func() { s.hub.Notify(to) })
+			tx.AfterCommit(func() { s.hub.Notify(to) })
 			n++
 		}
 		return nil
@@ -1072,7 +1073,7 @@ func (s *Memory) Purge(ctx context.Context, queue string, opts PurgeOptions) (n 
 	if err := CheckPurge(op, queue, opts); err != nil {
 		return 0, err
 	}
-	err = s.run(ctx, op, func(tx *memtx.Tx) error {
+	err = s.run(ctx, op, func(tx *txn.MemoryTx) error {
 		q, err := s.existing(op, queue)
 		if q == nil || err != nil {
 			return err

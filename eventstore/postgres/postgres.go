@@ -14,6 +14,7 @@ import (
 	"github.com/duroq/duroq/internal/essql"
 	"github.com/duroq/duroq/internal/pgdb"
 	"github.com/duroq/duroq/internal/sqltx"
+	"github.com/duroq/duroq/txn"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -59,7 +60,7 @@ type Store struct {
 	planStats pgdb.StatsGuard // gives the tables ReadStatesTx reads planner statistics
 }
 
-var _ eventstore.EventStore = (*Store)(nil)
+var _ eventstore.TxStore = (*Store)(nil)
 
 // Open connects to the database at dsn, applies this package's migrations and
 // returns a store that owns the database: Close closes it.
@@ -113,6 +114,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 // DB returns the underlying database, for transactions spanning this store and other
 // stores (see the *Tx methods).
 func (s *Store) DB() *sqlx.DB { return s.c.DB() }
+
+// Database implements eventstore.TxStore: the database the store lives in.
+func (s *Store) Database() txn.Database { return pgdb.Database(s.c.DB()) }
+
+// In implements eventstore.TxStore: the store's operations inside tx, a transaction
+// its Database runs.
+func (s *Store) In(tx txn.Tx) (eventstore.StoreTx, error) { return essql.In(s, tx) }
 
 // Close implements eventstore.EventStore. It closes the database only if Open
 // created it.

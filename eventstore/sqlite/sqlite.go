@@ -13,6 +13,7 @@ import (
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/sqlitedb"
 	"github.com/duroq/duroq/internal/stmtcache"
+	"github.com/duroq/duroq/txn"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )
@@ -54,7 +55,7 @@ type Store struct {
 	stmts *stmtcache.Cache // statements parsed once per connection
 }
 
-var _ eventstore.EventStore = (*Store)(nil)
+var _ eventstore.TxStore = (*Store)(nil)
 
 // Open opens (creating if needed) the database at path, applies this package's
 // migrations and returns a store that owns the database: Close closes it.
@@ -107,6 +108,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 // DB returns the underlying database, for transactions spanning this store and other
 // stores (see the *Tx methods).
 func (s *Store) DB() *sqlx.DB { return s.c.DB() }
+
+// Database implements eventstore.TxStore: the database the store lives in.
+func (s *Store) Database() txn.Database { return sqlitedb.Database(s.c.DB()) }
+
+// In implements eventstore.TxStore: the store's operations inside tx, a transaction
+// its Database runs.
+func (s *Store) In(tx txn.Tx) (eventstore.StoreTx, error) { return essql.In(s, tx) }
 
 // Close implements eventstore.EventStore. It closes the database only if Open
 // created it, and then returns once the database is closed: when no other process

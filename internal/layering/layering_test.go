@@ -10,18 +10,19 @@ const module = "github.com/duroq/duroq"
 
 // allowed lists, per package, the non-standard imports it may have (by prefix).
 var allowed = map[string][]string{
-	"mq":                    {"internal/memtx", "internal/wake", "github.com/google/uuid"},
-	"eventstore":            {"internal/memtx"},
+	"txn":                   {},
+	"mq":                    {"txn", "internal/wake", "github.com/google/uuid"},
+	"eventstore":            {"txn"},
 	"runtime":               {"github.com/vmihailenco/msgpack/v5"},
 	"runtime/faultprovider": {"runtime"},
 	"runtime/runtimetest":   {"runtime", "adapter"},
-	"conformance":           {"mq", "eventstore", "runtime", "runtime/faultprovider"},
+	"conformance":           {"mq", "eventstore", "runtime", "runtime/faultprovider", "txn"},
 	"bench":                 {"mq", "eventstore", "runtime"},
-	"mq/sqlite":             {"mq", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
-	"eventstore/sqlite":     {"eventstore", "internal/", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
-	"mq/postgres":           {"mq", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
-	"eventstore/postgres":   {"eventstore", "internal/", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
-	"internal/essql":        {"eventstore", "internal/migrate", "internal/sqltext", "internal/sqltx", "github.com/jmoiron/sqlx"},
+	"mq/sqlite":             {"mq", "txn", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
+	"eventstore/sqlite":     {"eventstore", "txn", "internal/", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
+	"mq/postgres":           {"mq", "txn", "internal/", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
+	"eventstore/postgres":   {"eventstore", "txn", "internal/", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
+	"internal/essql":        {"eventstore", "txn", "internal/migrate", "internal/sqltext", "internal/sqltx", "github.com/jmoiron/sqlx"},
 	"internal/estest":       {"eventstore", "internal/migrate", "internal/sqltx", "github.com/jmoiron/sqlx"},
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/internal/migrate"
+	"github.com/duroq/duroq/internal/sqltx"
+	"github.com/duroq/duroq/txn"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -92,4 +94,41 @@ func IsRetryable(err error) bool {
 func IsUniqueViolation(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// maxTxAttempts bounds the tries of a transaction that keeps meeting transient
+// conflicts (serialization failures, deadlocks).
+const maxTxAttempts = 5
+
+// Database returns db as a txn.Database. Every call with the same db returns an
+// equal value, so the backends on one PostgreSQL pool compose.
+func Database(db *sqlx.DB) txn.Database { return database{db} }
+
+type database struct{ db *sqlx.DB }
+
+// Run implements txn.Database: a transaction that fails with a transient conflict
+// (IsRetryable) is run again, up to maxTxAttempts times, after a backoff that ends
+// early with ctx.
+func (d database) Run(ctx context.Context, fn func(ctx context.Context, tx txn.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		var t *sqltx.Tx
+		err := sqltx.Run(ctx, d.db, func(tx *sqlx.Tx) error {
+			t = &sqltx.Tx{DB: d.db, SQL: tx}
+			return fn(ctx, t)
+		})
+		if err == nil {
+			t.Committed()
+			return nil
+		}
+		if attempt == maxTxAttempts || !IsRetryable(err) {
+			return err
+		}
+		timer := time.NewTimer(time.Duration(attempt) * 5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/internal/sqltx"
+	"github.com/duroq/duroq/txn"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
 )
@@ -306,4 +307,25 @@ func (w *Writer) drop() {
 
 func badConn(err error) bool {
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)
+}
+
+// Database returns db as a txn.Database: its write transactions run on db's Writer.
+// Every call with the same db returns an equal value, so the backends on one SQLite
+// database compose.
+func Database(db *sqlx.DB) txn.Database { return database{db} }
+
+type database struct{ db *sqlx.DB }
+
+// Run implements txn.Database. SQLite has one writer, so transactions do not
+// conflict: fn runs once.
+func (d database) Run(ctx context.Context, fn func(ctx context.Context, tx txn.Tx) error) error {
+	var t *sqltx.Tx
+	err := WriterOf(d.db).Run(ctx, func(tx *sqlx.Tx) error {
+		t = &sqltx.Tx{DB: d.db, SQL: tx}
+		return fn(ctx, t)
+	})
+	if err == nil {
+		t.Committed()
+	}
+	return err
 }

@@ -18,10 +18,12 @@ import (
 
 	"github.com/duroq/duroq/internal/groupcommit"
 	"github.com/duroq/duroq/internal/migrate"
+	"github.com/duroq/duroq/internal/mqsql"
 	"github.com/duroq/duroq/internal/pgdb"
 	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/txn"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jmoiron/sqlx"
@@ -83,8 +85,8 @@ type Queue struct {
 }
 
 var (
-	_ mq.MessageQueue = (*Queue)(nil)
-	_ mq.Admin        = (*Queue)(nil)
+	_ mq.TxQueue = (*Queue)(nil)
+	_ mq.Admin   = (*Queue)(nil)
 )
 
 // Open connects to the database at dsn, applies this package's migrations and returns
@@ -131,6 +133,13 @@ func (q *Queue) Migrate(ctx context.Context) error {
 // DB returns the underlying database, for transactions spanning this queue and other
 // stores (see the *Tx methods).
 func (q *Queue) DB() *sqlx.DB { return q.db }
+
+// Database implements mq.TxQueue: the PostgreSQL database the queue lives in.
+func (q *Queue) Database() txn.Database { return pgdb.Database(q.db) }
+
+// In implements mq.TxQueue: the queue's operations inside tx, a transaction its
+// Database runs; consumers are woken once tx commits.
+func (q *Queue) In(tx txn.Tx) (mq.QueueTx, error) { return mqsql.In(q, tx) }
 
 // Notify wakes the DequeueBatch calls waiting on queue, in this process at once and
 // in every other process through a PostgreSQL NOTIFY sent right after: call it once

@@ -15,11 +15,13 @@ import (
 
 	"github.com/duroq/duroq/internal/groupcommit"
 	"github.com/duroq/duroq/internal/migrate"
+	"github.com/duroq/duroq/internal/mqsql"
 	"github.com/duroq/duroq/internal/sqlitedb"
 	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/internal/stmtcache"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/txn"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3"
 )
@@ -69,7 +71,7 @@ type Queue struct {
 	enqueues *groupcommit.Group[[]mq.Message]
 }
 
-var _ mq.MessageQueue = (*Queue)(nil)
+var _ mq.TxQueue = (*Queue)(nil)
 
 // Open opens (creating if needed) the database at path, applies this package's
 // migrations and returns a queue that owns the database: Close closes it.
@@ -135,6 +137,13 @@ func (q *Queue) Migrate(ctx context.Context) error {
 // DB returns the underlying database, for transactions spanning this queue and other
 // stores (see the *Tx methods).
 func (q *Queue) DB() *sqlx.DB { return q.db }
+
+// Database implements mq.TxQueue: the SQLite database the queue lives in.
+func (q *Queue) Database() txn.Database { return sqlitedb.Database(q.db) }
+
+// In implements mq.TxQueue: the queue's operations inside tx, a transaction its
+// Database runs; consumers are woken once tx commits.
+func (q *Queue) In(tx txn.Tx) (mq.QueueTx, error) { return mqsql.In(q, tx) }
 
 // Notify wakes this process's DequeueBatch calls waiting on queue. The *Tx methods
 // cannot know when their transaction commits: call Notify after committing one that
@@ -589,6 +598,20 @@ func (q *Queue) SetKeyAttrTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey
 		}
 	}
 	return wrapNil(op, err)
+}
+
+// SetKeyAttrsTx sets the attribute of each routing key of keys in queue to the
+// attribute of the same index in attrs (nil clears it), inside tx.
+func (q *Queue) SetKeyAttrsTx(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, attrs []*int64) error {
+	if len(keys) != len(attrs) {
+		return &mq.InvalidError{Op: "set key attribute", Field: "attrs", Reason: fmt.Sprintf("%d attributes for %d keys", len(attrs), len(keys))}
+	}
+	for i, key := range keys {
+		if err := q.SetKeyAttrTx(ctx, tx, queue, key, attrs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func wrapNil(op string, err error) error {
