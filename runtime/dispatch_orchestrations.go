@@ -241,7 +241,9 @@ func (r *Runtime) settleTurns(ctx context.Context, b *turnBatch, outcomes []turn
 // postpone abandons item so that it is offered again after delay, saying why.
 func (r *Runtime) postpone(ctx context.Context, item *OrchestrationItem, delay time.Duration, reason error) {
 	why := strings.TrimPrefix(reason.Error(), errPostpone.Error()+": ")
-	if err := abandonOrchestration(context.WithoutCancel(ctx), r.p, item.LockToken, delay, false, why); err != nil {
+	// Messages waiting for their execution to start are not failing: no attempt.
+	waiting := errors.Is(reason, errAwaitSuccessor)
+	if err := abandonOrchestration(context.WithoutCancel(ctx), r.p, item.LockToken, delay, waiting, why); err != nil {
 		r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
 	}
 }
@@ -296,6 +298,10 @@ func (r *Runtime) ended(item *OrchestrationItem, ack OrchestrationAck) {
 // errPostpone marks turns that cannot run here now (the item is abandoned).
 var errPostpone = errors.New("postponed")
 
+// errAwaitSuccessor postpones messages fetched for an execution that continued as new
+// before its successor started.
+var errAwaitSuccessor = errors.New("the execution continued as new and its successor has not started yet")
+
 // decideTurn computes the ack of a turn and the engine to cache once it is committed
 // (nil: none), or an error and a delay when the item must be offered again later.
 // A non-nil failure ends the execution with it instead of running any code; past
@@ -316,10 +322,20 @@ func (r *Runtime) decideTurn(item *OrchestrationItem, failure *ErrorDetails) (ac
 
 	turn := Turn{Instance: item.Instance, ExecutionID: item.ExecutionID, History: item.History, Messages: item.Messages,
 		KVSnapshot: item.KVSnapshot, Now: r.opts.Now(), RuntimeVersion: r.opts.RuntimeVersion, Logger: r.log}
-	if n := len(item.History); n > 0 && item.History[n-1].Kind == EventOrchestrationContinuedAsNew && hasKind(item.Messages, WorkContinueAsNew) {
-		// The successor execution starts with a fresh history; the store's KV
-		// snapshot already holds what the ended execution wrote.
+	if n := len(item.History); n > 0 && item.History[n-1].Kind == EventOrchestrationContinuedAsNew {
+		if !hasKind(item.Messages, WorkContinueAsNew) {
+			// The successor's start was queued with the end of this execution but not
+			// fetched with these messages (it is offered later: backing off on a
+			// runtime without its code, say). They are the successor's: handled as
+			// the ended execution's, they would be dropped. They wait for the start.
+			return ack, nil, r.opts.UnregisteredBackoff, fmt.Errorf("%w: %w", errPostpone, errAwaitSuccessor)
+		}
+		// The successor execution starts with a fresh history, from its
+		// continue-as-new message even when a start arrived before it (that start
+		// collides with the running instance); the store's KV snapshot already holds
+		// what the ended execution wrote.
 		turn.ExecutionID, turn.History = item.ExecutionID+1, nil
+		turn.Messages = continueAsNewFirst(item.Messages)
 	}
 
 	var fn Orchestration
@@ -496,6 +512,20 @@ func hasKind(items []WorkItem, k WorkItemKind) bool {
 }
 
 // firstStart is the index of the message that starts an execution, or -1.
+// continueAsNewFirst returns items with its continue-as-new messages first, the
+// others after them in their order.
+func continueAsNewFirst(items []WorkItem) []WorkItem {
+	out := make([]WorkItem, 0, len(items))
+	for _, first := range []bool{true, false} {
+		for _, m := range items {
+			if (m.Kind == WorkContinueAsNew) == first {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
 func firstStart(items []WorkItem) int {
 	for i := range items {
 		if items[i].Kind == WorkStartOrchestration || items[i].Kind == WorkContinueAsNew {
