@@ -270,10 +270,16 @@ func countKind(evs []runtime.Event, k runtime.EventKind) int {
 // eventually polls cond until it holds or the wait times out.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	pollUntil(t, waitTimeout, cond, func() string { return "timed out waiting for " + what })
+}
+
+// pollUntil polls cond until it holds, failing the test with failure() after d.
+func pollUntil(t *testing.T, d time.Duration, cond func() bool, failure func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatal(failure())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -110,14 +110,15 @@ func (p *cnvProbe) AbandonWorkItem(ctx context.Context, token string, delay runt
 	return p.Provider.AbandonWorkItem(ctx, token, delay, ignoreAttempt)
 }
 
-// startProbed runs reg on a runtime over probe (instead of the rig's provider).
-func (r *rig) startProbed(probe *cnvProbe, reg *runtime.Registry, tune ...func(*runtime.Options)) *running {
+// startOn runs reg on a runtime over p (a probe wrapping the rig's provider) instead
+// of the rig's provider, with fastOptions adjusted by tune.
+func (r *rig) startOn(p runtime.Provider, reg *runtime.Registry, tune ...func(*runtime.Options)) *running {
 	r.t.Helper()
 	o := fastOptions()
 	for _, f := range tune {
 		f(&o)
 	}
-	pr := &rig{t: r.t, P: probe, C: r.C, cache: r.cache}
+	pr := &rig{t: r.t, P: p, C: r.C, cache: r.cache}
 	return pr.start(reg, o)
 }
 
@@ -418,7 +419,7 @@ func cnvStaleCompletions(t *testing.T, e renv) {
 		return m.Kind == runtime.WorkActivityCompleted && strings.HasPrefix(m.Result, "stale")
 	}
 	probe := newCNVProbe(r.P, stale)
-	r.startProbed(probe, reg.Registry)
+	r.startOn(probe, reg.Registry)
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
 	r.startOrch("can-stale", "Gen", "1")
 	h := cnvWaitHistory(t, r, "can-stale", "the second execution's activity", func(h []runtime.Event) bool {
@@ -715,7 +716,7 @@ func cnvCapabilitySkipsNewerPins(t *testing.T, e renv) {
 	newer.stop()
 
 	probe := newCNVProbe(r.P, nil)
-	r.startProbed(probe, reg.Registry, func(o *runtime.Options) { o.RuntimeVersion = "0.5.0" })
+	r.startOn(probe, reg.Registry, func(o *runtime.Options) { o.RuntimeVersion = "0.5.0" })
 	cnvRaise(t, r, "cap-new", "go", "late")
 	// The older runtime serves work it can run…
 	r.startOrch("cap-old", "Gate", "")
@@ -790,7 +791,7 @@ func cnvRollingOrchestration(t *testing.T, e renv) {
 	r := e.rig(t)
 	oldReg := newRegistry(t).orch("Other", func(*runtime.Context, string) (string, error) { return "other", nil })
 	probe := newCNVProbe(r.P, nil)
-	r.startProbed(probe, oldReg.Registry, cnvRolling)
+	r.startOn(probe, oldReg.Registry, cnvRolling)
 	r.startOrch("roll-orch", "NewOrch", "in")
 	eventually(t, "the old node to bounce NewOrch three times", func() bool { return probe.orchAbandons.Load() >= 3 })
 	if st := cnvStatus(t, r, "roll-orch"); st.State != runtime.StatePending && st.State != runtime.StateNotFound {
@@ -815,7 +816,7 @@ func cnvRollingActivity(t *testing.T, e renv) {
 	}
 	oldReg := newRegistry(t).orch("RollingDeployOrch", orch)
 	probe := newCNVProbe(r.P, nil)
-	r.startProbed(probe, oldReg.Registry, cnvRolling, func(o *runtime.Options) { o.WorkerNodeID = "old-node" })
+	r.startOn(probe, oldReg.Registry, cnvRolling, func(o *runtime.Options) { o.WorkerNodeID = "old-node" })
 	r.startOrch("roll-act", "RollingDeployOrch", "test-input")
 	eventually(t, "the old node to bounce NewActivity three times", func() bool { return probe.workAbandons.Load() >= 3 })
 	h := r.history("roll-act")
