@@ -45,11 +45,11 @@ func Replay(ctx context.Context, reg *Registry, history []Event) error {
 	if !ok {
 		return fmt.Errorf("%s: %w: orchestration %q version %q is not registered", op, ErrNotFound, start.Name, start.Version)
 	}
+	last := &history[len(history)-1]
 	replayed, end := history, (*Event)(nil)
-	if last := &history[len(history)-1]; last.IsTerminal() {
+	if last.IsTerminal() {
 		replayed, end = history[:len(history)-1], last
 	}
-	last := &history[len(history)-1]
 	turn := Turn{Instance: start.InstanceID, ExecutionID: start.ExecutionID, History: replayed,
 		Now: time.UnixMilli(last.TimestampMs), RuntimeVersion: last.RuntimeVersion}
 	done := make(chan TurnResult, 1)

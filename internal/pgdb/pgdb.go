@@ -111,16 +111,8 @@ type database struct{ db *sqlx.DB }
 // early with ctx.
 func (d database) Run(ctx context.Context, fn func(ctx context.Context, tx txn.Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		var t *sqltx.Tx
-		err := sqltx.Run(ctx, d.db, func(tx *sqlx.Tx) error {
-			t = &sqltx.Tx{DB: d.db, SQL: tx}
-			return fn(ctx, t)
-		})
-		if err == nil {
-			t.Committed()
-			return nil
-		}
-		if attempt == maxTxAttempts || !IsRetryable(err) {
+		err := sqltx.Share(ctx, d.db, func(run func(*sqlx.Tx) error) error { return sqltx.Run(ctx, d.db, run) }, fn)
+		if err == nil || attempt == maxTxAttempts || !IsRetryable(err) {
 			return err
 		}
 		timer := time.NewTimer(time.Duration(attempt) * 5 * time.Millisecond)

@@ -54,10 +54,6 @@ func init() {
 	sqlx.BindDriver(DriverName, sqlx.QUESTION)
 }
 
-// IsSQLite reports whether db is a SQLite database (opened by Open, or by the
-// caller with go-sqlite3's "sqlite3" driver).
-func IsSQLite(db *sqlx.DB) bool { return db.DriverName() == DriverName || db.DriverName() == "sqlite3" }
-
 // Open opens (creating if needed) the SQLite database at path in WAL mode, with
 // transactions that take the write lock when they begin (BEGIN IMMEDIATE), so that
 // two writers never deadlock upgrading a read lock. The path ":memory:" opens a
@@ -319,13 +315,5 @@ type database struct{ db *sqlx.DB }
 // Run implements txn.Database. SQLite has one writer, so transactions do not
 // conflict: fn runs once.
 func (d database) Run(ctx context.Context, fn func(ctx context.Context, tx txn.Tx) error) error {
-	var t *sqltx.Tx
-	err := WriterOf(d.db).Run(ctx, func(tx *sqlx.Tx) error {
-		t = &sqltx.Tx{DB: d.db, SQL: tx}
-		return fn(ctx, t)
-	})
-	if err == nil {
-		t.Committed()
-	}
-	return err
+	return sqltx.Share(ctx, d.db, func(run func(*sqlx.Tx) error) error { return WriterOf(d.db).Run(ctx, run) }, fn)
 }

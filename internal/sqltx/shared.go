@@ -1,6 +1,8 @@
 package sqltx
 
 import (
+	"context"
+
 	"github.com/duroq/duroq/txn"
 	"github.com/jmoiron/sqlx"
 )
@@ -18,12 +20,21 @@ var _ txn.Tx = (*Tx)(nil)
 // AfterCommit implements txn.Tx.
 func (t *Tx) AfterCommit(fn func()) { t.after = append(t.after, fn) }
 
-// Committed runs what was registered with AfterCommit; the Database that ran the
-// transaction calls it once the commit succeeded.
-func (t *Tx) Committed() {
-	for _, fn := range t.after {
-		fn()
+// Share runs fn as a txn transaction over the SQL transaction of db that run runs
+// it in, and once run has committed, what fn registered with AfterCommit: the
+// txn.Database of a SQL database, whatever its policy of running transactions.
+func Share(ctx context.Context, db *sqlx.DB, run func(func(*sqlx.Tx) error) error, fn func(context.Context, txn.Tx) error) error {
+	var t *Tx
+	err := run(func(tx *sqlx.Tx) error {
+		t = &Tx{DB: db, SQL: tx}
+		return fn(ctx, t)
+	})
+	if err == nil {
+		for _, after := range t.after {
+			after()
+		}
 	}
+	return err
 }
 
 // Of returns the SQL transaction of tx when tx is a transaction of db.

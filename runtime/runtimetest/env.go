@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -113,9 +114,7 @@ func (e *Env) At(at time.Time, fn func(ctx context.Context, c *runtime.Client) e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	i := sort.Search(len(e.actions), func(i int) bool { return e.actions[i].at.After(at) })
-	e.actions = append(e.actions, action{})
-	copy(e.actions[i+1:], e.actions[i:])
-	e.actions[i] = action{at: at, fn: fn}
+	e.actions = slices.Insert(e.actions, i, action{at: at, fn: fn})
 }
 
 // RaiseEventAt raises event name with data on instance when the virtual clock
