@@ -9,14 +9,8 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/eventstore"
-	espostgres "github.com/duroq/duroq/eventstore/postgres"
-	essqlite "github.com/duroq/duroq/eventstore/sqlite"
-	"github.com/duroq/duroq/internal/pgdb"
-	"github.com/duroq/duroq/internal/sqlitedb"
 	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/mq"
-	mqpostgres "github.com/duroq/duroq/mq/postgres"
-	mqsqlite "github.com/duroq/duroq/mq/sqlite"
 	"github.com/duroq/duroq/runtime"
 	"github.com/duroq/duroq/txn"
 )
@@ -39,6 +33,9 @@ type Options struct {
 	OrphanTTL time.Duration
 	// Logger receives warnings (dropped orphan messages); nil is silent.
 	Logger *slog.Logger
+	// OnClose, if set, runs when Close has closed the queue and the store: whoever
+	// opened the database they share closes it there (sqliteprovider, pgprovider).
+	OnClose func() error
 }
 
 // Provider implements runtime.Provider and runtime.ProviderAdmin over a queue and an
@@ -53,7 +50,7 @@ type Provider struct {
 	orphan    time.Duration
 	orphanTTL time.Duration
 	log       *slog.Logger
-	closeAll  func() error
+	onClose   func() error
 	writes    atomic.Uint64
 }
 
@@ -92,7 +89,7 @@ func New(q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, erro
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{q: q, s: s, b: b, orchQ: o.OrchestratorQueue, workQ: o.WorkerQueue, now: o.Now,
-		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, closeAll: func() error { return errors.Join(q.Close(), s.Close()) }}, nil
+		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, onClose: o.OnClose}, nil
 }
 
 // NewMemory returns a provider over a fresh in-memory queue and store sharing one
@@ -107,81 +104,18 @@ func NewMemory(o Options) *Provider {
 	return p
 }
 
-// SQLiteOptions tune OpenSQLite.
-type SQLiteOptions struct {
-	Options
-	DB SQLiteDBOptions // WAL, synchronous=NORMAL (or FULL), busy timeout, pool size
-}
-
-// SQLiteDBOptions tune the SQLite database: synchronous mode, busy timeout, pool size.
-type SQLiteDBOptions = sqlitedb.Options
-
-// OpenSQLite opens (creating if needed) one SQLite file holding both the queue and
-// the event store, applies both migration lines, and returns the provider; Close
-// closes the database.
-func OpenSQLite(path string, o SQLiteOptions) (*Provider, error) {
-	db, err := sqlitedb.Open(path, o.DB)
-	if err != nil {
-		return nil, err
-	}
-	q := mqsqlite.New(db, mqsqlite.Options{Now: o.Now, Logger: o.Logger})
-	s := essqlite.New(db, essqlite.Options{Now: o.Now})
-	ctx := context.Background()
-	if err := errors.Join(q.Migrate(ctx), s.Migrate(ctx)); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("adapter: open %s: %w", path, err)
-	}
-	p, err := New(q, s, o.Options)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	p.closeAll = func() error { return errors.Join(q.Close(), s.Close(), db.Close()) }
-	return p, nil
-}
-
-// PostgresOptions tune OpenPostgres.
-type PostgresOptions struct {
-	Options
-	DB PostgresDBOptions // schema (default "public"), pool size, connection lifetime
-}
-
-// PostgresDBOptions tune the PostgreSQL pool: schema, pool size, connection lifetime.
-type PostgresDBOptions = pgdb.Options
-
-// OpenPostgres connects to the PostgreSQL database at dsn, keeps both the queue and
-// the event store in one schema (applying both migration lines, safe when several
-// processes start together) and returns the provider; Close closes the pool. Several
-// processes on several machines can share the schema.
-func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (*Provider, error) {
-	db, err := pgdb.Open(ctx, dsn, o.DB)
-	if err != nil {
-		return nil, err
-	}
-	q := mqpostgres.New(db, mqpostgres.Options{Now: o.Now, Logger: o.Logger})
-	s := espostgres.New(db, espostgres.Options{Now: o.Now})
-	if err := errors.Join(q.Migrate(ctx), s.Migrate(ctx)); err != nil {
-		_ = errors.Join(q.Close(), db.Close()) // the open error matters more
-		return nil, fmt.Errorf("adapter: open postgres: %w", err)
-	}
-	p, err := New(q, s, o.Options)
-	if err != nil {
-		_ = errors.Join(q.Close(), db.Close()) // the open error matters more
-		return nil, err
-	}
-	p.closeAll = func() error { return errors.Join(q.Close(), s.Close(), db.Close()) }
-	return p, nil
-}
-
 // Queue and Store expose the primitives the provider is built on.
 func (p *Provider) Queue() mq.MessageQueue       { return p.q }
 func (p *Provider) Store() eventstore.EventStore { return p.s }
 
-// Close closes the queue and the store, and the database OpenSQLite or OpenPostgres
-// opened. The SQLite database is closed when Close returns: when no other process has
-// the file open, its WAL is checkpointed and the -wal and -shm files are removed, so
-// the file alone holds the final state.
-func (p *Provider) Close() error { return p.closeAll() }
+// Close closes the queue and the store, then runs Options.OnClose.
+func (p *Provider) Close() error {
+	err := errors.Join(p.q.Close(), p.s.Close())
+	if p.onClose != nil {
+		err = errors.Join(err, p.onClose())
+	}
+	return err
+}
 
 var _ runtime.ChangeNotifier = (*Provider)(nil)
 

@@ -11,10 +11,12 @@ import (
 	"github.com/duroq/duroq/conformance"
 	"github.com/duroq/duroq/eventstore"
 	essqlite "github.com/duroq/duroq/eventstore/sqlite"
-	"github.com/duroq/duroq/internal/pgdb"
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // factory wires the provider suite's hooks through the primitives.
@@ -50,7 +52,7 @@ func TestProviderMemory(t *testing.T) {
 
 func TestProviderSQLite(t *testing.T) {
 	conformance.TestProvider(t, factory(func(t *testing.T) *adapter.Provider {
-		p, err := adapter.OpenSQLite(filepath.Join(t.TempDir(), "duroq.db"), adapter.SQLiteOptions{})
+		p, err := sqliteprovider.Open(filepath.Join(t.TempDir(), "duroq.db"), sqliteprovider.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +63,7 @@ func TestProviderSQLite(t *testing.T) {
 func TestProviderPostgres(t *testing.T) {
 	conformance.TestProvider(t, factory(func(t *testing.T) *adapter.Provider {
 		dsn, schema := pgtest.Schema(t)
-		p, err := adapter.OpenPostgres(t.Context(), dsn, adapter.PostgresOptions{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}})
+		p, err := pgprovider.Open(t.Context(), dsn, pgprovider.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +131,7 @@ func TestRuntimeMemory(t *testing.T) {
 }
 
 func openSQLite(location string) (runtime.Provider, error) {
-	return adapter.OpenSQLite(location, adapter.SQLiteOptions{})
+	return sqliteprovider.Open(location, sqliteprovider.Options{})
 }
 
 func TestRuntimeSQLite(t *testing.T) {
@@ -149,7 +151,7 @@ func TestRuntimeSQLite(t *testing.T) {
 // openPostgres opens a location of the form "schema dsn".
 func openPostgres(location string) (runtime.Provider, error) {
 	schema, dsn, _ := strings.Cut(location, " ")
-	return adapter.OpenPostgres(context.Background(), dsn, adapter.PostgresOptions{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}})
+	return pgprovider.Open(context.Background(), dsn, pgprovider.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}})
 }
 
 func TestRuntimePostgres(t *testing.T) {

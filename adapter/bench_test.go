@@ -8,6 +8,8 @@ import (
 	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/sqlitedb"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 func benchSQLite(b *testing.B) runtime.Provider {
@@ -19,7 +21,7 @@ func benchSQLite(b *testing.B) runtime.Provider {
 }
 
 func benchSQLiteFull(b *testing.B) runtime.Provider {
-	p, err := adapter.OpenSQLite(filepath.Join(b.TempDir(), "bench.db"), adapter.SQLiteOptions{DB: adapter.SQLiteDBOptions{Synchronous: "FULL"}})
+	p, err := sqliteprovider.Open(filepath.Join(b.TempDir(), "bench.db"), sqliteprovider.Options{DB: sqlitedb.Options{Synchronous: "FULL"}})
 	if err != nil {
 		b.Fatal(err)
 	}

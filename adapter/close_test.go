@@ -10,9 +10,10 @@ import (
 
 	"github.com/duroq/duroq/adapter"
 	essqlite "github.com/duroq/duroq/eventstore/sqlite"
-	"github.com/duroq/duroq/internal/sqlitedb/sqlitedbtest"
+	"github.com/duroq/duroq/internal/sqliteconn/sqliteconntest"
 	mqsqlite "github.com/duroq/duroq/mq/sqlite"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // runOrders runs a runtime over p with an orchestration "Order" that schedules one
@@ -63,7 +64,7 @@ func runOrders(t *testing.T, p *adapter.Provider, n int) (stop func()) {
 // copy of the file alone shows order-1 completed.
 func checkClosedFile(t *testing.T, path string) {
 	t.Helper()
-	db := sqlitedbtest.ClosedFile(t, path)
+	db := sqliteconntest.ClosedFile(t, path)
 	copied, err := adapter.New(mqsqlite.New(db, mqsqlite.Options{}), essqlite.New(db, essqlite.Options{}), adapter.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func checkClosedFile(t *testing.T, path string) {
 // alone shows the final state. A second Close is harmless.
 func TestSQLiteCloseLeavesEverythingInTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.db")
-	p, err := adapter.OpenSQLite(path, adapter.SQLiteOptions{})
+	p, err := sqliteprovider.Open(path, sqliteprovider.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestSQLiteCloseLeavesEverythingInTheFile(t *testing.T) {
 // stops, and the file is left whole.
 func TestSQLiteCloseWhileTheRuntimeRuns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.db")
-	p, err := adapter.OpenSQLite(path, adapter.SQLiteOptions{})
+	p, err := sqliteprovider.Open(path, sqliteprovider.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,9 +25,9 @@
 // failure rolls everything back and leaves the lock held. New accepts any pair that
 // can commit together — an mq.TxQueue and an eventstore.TxStore whose Databases are
 // equal (package txn): the in-memory pair sharing a txn.MemoryDatabase (NewMemory),
-// the SQLite pair on one database (OpenSQLite), the PostgreSQL pair on one pool
-// (OpenPostgres), or a pair of backends written elsewhere — and refuses others with
-// ErrNotComposable, since no protocol here makes separate commits crash-safe. The
-// adapter knows no backend: it runs each commit through the pair's txn.Database and
-// their In methods.
+// the SQLite pair on one database (package sqliteprovider), the PostgreSQL pair on
+// one pool (package pgprovider), or a pair of backends written elsewhere — and
+// refuses others with ErrNotComposable, since no protocol here makes separate
+// commits crash-safe. The adapter knows no backend and links no database driver: it
+// runs each commit through the pair's txn.Database and their In methods.
 package adapter

@@ -9,6 +9,7 @@ import (
 
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // An event raised for an instance that is never started waits for it (a start may
@@ -17,7 +18,7 @@ func TestOrphanMessagesAreDroppedAfterTheirTTL(t *testing.T) {
 	for name, open := range map[string]func(adapter.Options) (runtime.ManagedProvider, error){
 		"memory": func(o adapter.Options) (runtime.ManagedProvider, error) { return adapter.NewMemory(o), nil },
 		"sqlite": func(o adapter.Options) (runtime.ManagedProvider, error) {
-			return adapter.OpenSQLite(filepath.Join(t.TempDir(), "duroq.db"), adapter.SQLiteOptions{Options: o})
+			return sqliteprovider.Open(filepath.Join(t.TempDir(), "duroq.db"), sqliteprovider.Options{Options: o})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

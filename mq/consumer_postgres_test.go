@@ -8,6 +8,7 @@ import (
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/postgres"
+	"github.com/duroq/duroq/pgdb"
 )
 
 // The consumer tests also run on PostgreSQL (on a schema of their own) when
@@ -15,7 +16,7 @@ import (
 func init() {
 	backends = append(backends, backend{"postgres", func(t *testing.T, now func() time.Time) mq.MessageQueue {
 		dsn, schema := pgtest.Schema(t)
-		q, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: postgres.DBOptions{Schema: schema}, Now: now})
+		q, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema}, Now: now})
 		if err != nil {
 			t.Fatalf("postgres.Open: %v", err)
 		}

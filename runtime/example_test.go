@@ -52,7 +52,7 @@ func Example() {
 		return r, nil
 	})
 
-	provider := adapter.NewMemory(adapter.Options{}) // or adapter.OpenSQLite("app.db", ...)
+	provider := adapter.NewMemory(adapter.Options{}) // or sqliteprovider.Open("app.db", ...)
 	defer provider.Close()
 	rt, _ := runtime.New(provider, reg, runtime.Options{})
 	ctx, stop := context.WithCancel(context.Background())

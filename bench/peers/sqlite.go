@@ -13,7 +13,7 @@ import (
 )
 
 // dsnParams are the connection settings duroq's SQLite backend uses (see
-// internal/sqlitedb in the main module): WAL journal, synchronous=NORMAL, a 10 s busy
+// internal/sqliteconn in the main module): WAL journal, synchronous=NORMAL, a 10 s busy
 // timeout, and transactions that take the write lock when they begin. Both drivers
 // used here accept these keys.
 const dsnParams = "_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=10000&_txlock=immediate"

@@ -18,12 +18,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, to drop the benchmark's schema
+
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime"
-	"github.com/jackc/pgx/v5"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, to drop the benchmark's schema
+	"github.com/duroq/duroq/sqlitedb"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 const benchUsage = `usage: duroq bench <workload> [flags]
@@ -197,7 +202,7 @@ func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (
 			}
 			path = filepath.Join(dir, fmt.Sprintf("bench-%d.db", time.Now().UnixNano()))
 		}
-		p, err := adapter.OpenSQLite(path, adapter.SQLiteOptions{DB: adapter.SQLiteDBOptions{Synchronous: sync}})
+		p, err := sqliteprovider.Open(path, sqliteprovider.Options{DB: sqlitedb.Options{Synchronous: sync}})
 		if err != nil {
 			if remove != nil {
 				err = errors.Join(err, remove())
@@ -212,7 +217,7 @@ func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (
 		}
 		schema := fmt.Sprintf("duroq_bench_%d", time.Now().UnixNano())
 		drop := func() error { return dropSchema(dsn, schema) }
-		p, err := adapter.OpenPostgres(ctx, dsn, adapter.PostgresOptions{DB: adapter.PostgresDBOptions{Schema: schema}})
+		p, err := pgprovider.Open(ctx, dsn, pgprovider.Options{DB: pgdb.Options{Schema: schema}})
 		if err != nil {
 			return nil, errors.Join(err, drop())
 		}

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // The demo's order workflow: typed definitions shared by registration and calls.
@@ -179,7 +179,7 @@ func demo(args []string, out io.Writer) error {
 			}
 		}
 	}
-	provider, err := adapter.OpenSQLite(*path, adapter.SQLiteOptions{})
+	provider, err := sqliteprovider.Open(*path, sqliteprovider.Options{})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/duroq/duroq/adapter"
 	essqlite "github.com/duroq/duroq/eventstore/sqlite"
-	"github.com/duroq/duroq/internal/sqlitedb/sqlitedbtest"
+	"github.com/duroq/duroq/internal/sqliteconn/sqliteconntest"
 	mqsqlite "github.com/duroq/duroq/mq/sqlite"
 	"github.com/duroq/duroq/runtime"
 )
@@ -63,7 +63,7 @@ func TestDemoCompletesEveryOrder(t *testing.T) {
 			t.Fatalf("demo output lacks %q:\n%s", want, got)
 		}
 	}
-	copied := sqlitedbtest.ClosedFile(t, db)
+	copied := sqliteconntest.ClosedFile(t, db)
 	p, err := adapter.New(mqsqlite.New(copied, mqsqlite.Options{}), essqlite.New(copied, essqlite.Options{}), adapter.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,10 @@ import (
 	"strings"
 
 	"github.com/duroq/duroq/adapter"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime/runtimetest"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // listFlag is a flag that may be given several times.
@@ -74,10 +77,10 @@ func exportCmd(args []string, stdout io.Writer) error {
 // a path was mistyped.
 func openExisting(ctx context.Context, db, schema string) (*adapter.Provider, error) {
 	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
-		return adapter.OpenPostgres(ctx, db, adapter.PostgresOptions{DB: adapter.PostgresDBOptions{Schema: schema}})
+		return pgprovider.Open(ctx, db, pgprovider.Options{DB: pgdb.Options{Schema: schema}})
 	}
 	if _, err := os.Stat(db); err != nil {
 		return nil, fmt.Errorf("no SQLite database at %s: %w", db, err)
 	}
-	return adapter.OpenSQLite(db, adapter.SQLiteOptions{})
+	return sqliteprovider.Open(db, sqliteprovider.Options{})
 }

@@ -12,8 +12,11 @@ import (
 
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime"
 	"github.com/duroq/duroq/runtime/runtimetest"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // greeter is the code whose runs the export tests record: a greeting activity, and
@@ -71,7 +74,7 @@ func TestExportWritesHistoriesTheReplayerReads(t *testing.T) {
 	backends := map[string]backend{"sqlite": {
 		args: []string{"-db", filepath.Join(dir, "app.db")},
 		open: func(t *testing.T) *adapter.Provider {
-			p, err := adapter.OpenSQLite(filepath.Join(dir, "app.db"), adapter.SQLiteOptions{})
+			p, err := sqliteprovider.Open(filepath.Join(dir, "app.db"), sqliteprovider.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +86,7 @@ func TestExportWritesHistoriesTheReplayerReads(t *testing.T) {
 		backends["postgres"] = backend{
 			args: []string{"-db", dsn, "-schema", schema},
 			open: func(t *testing.T) *adapter.Provider {
-				p, err := adapter.OpenPostgres(t.Context(), dsn, adapter.PostgresOptions{DB: adapter.PostgresDBOptions{Schema: schema}})
+				p, err := pgprovider.Open(t.Context(), dsn, pgprovider.Options{DB: pgdb.Options{Schema: schema}})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -16,6 +16,10 @@ import (
 
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/bench"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/duroq/duroq/pgprovider"
+	"github.com/duroq/duroq/sqlitedb"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // A scale-out run (`duroq bench <workload> -processes N`) is N worker processes
@@ -200,9 +204,9 @@ func benchProcess(args []string, stdin io.Reader, stdout io.Writer) error {
 	var p *adapter.Provider
 	var err error
 	if *path != "" {
-		p, err = adapter.OpenSQLite(*path, adapter.SQLiteOptions{DB: adapter.SQLiteDBOptions{Synchronous: *syncMode}})
+		p, err = sqliteprovider.Open(*path, sqliteprovider.Options{DB: sqlitedb.Options{Synchronous: *syncMode}})
 	} else {
-		p, err = adapter.OpenPostgres(ctx, *dsn, adapter.PostgresOptions{DB: adapter.PostgresDBOptions{Schema: *schema}})
+		p, err = pgprovider.Open(ctx, *dsn, pgprovider.Options{DB: pgdb.Options{Schema: *schema}})
 	}
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@
 // by Options.DB.Schema if needed, applies the embedded migrations (line
 // "eventstore", tables es_*) and owns the database. New(db, Options) builds a store
 // over a database the caller shares with other stores, for example mq/postgres
-// (line "mq", tables mq_*) in the same schema; open it with OpenDB and call Migrate
+// (line "mq", tables mq_*) in the same schema; open it with pgdb.Open and call Migrate
 // once. The *Tx methods (AppendTx, UpdateTx, SetCustomStatusTx, ApplyKVTx, DeleteTx,
 // DeleteWhereTx, PruneTx, PruneWhereTx, and the reads ReadTx, ReadLatestTx,
 // StreamTx, KVSnapshotTx, ...) run inside the caller's transaction, so events,
@@ -31,7 +31,7 @@
 //
 // # Settings
 //
-//   - Connection: DBOptions (an alias of the settings every duroq PostgreSQL store
+//   - Connection: Options.DB (pgdb.Options, the settings every duroq PostgreSQL store
 //     shares). Schema (default "public") is created if missing and set as every
 //     connection's search_path, so deployments and tests can share a database in
 //     schemas of their own. MaxOpenConns bounds the pool (default 16): every
@@ -45,7 +45,7 @@
 //     not come from the isolation level but from keys and row locks (below). Should
 //     a transaction of the store still fail transiently (a deadlock, a serialization
 //     failure, a connection lost before the statement was sent; see
-//     internal/pgdb.IsRetryable), the whole transaction runs again, at most six
+//     internal/pgsql.IsRetryable), the whole transaction runs again, at most six
 //     times with a jittered backoff of 1 to 100 ms. A twin is never retried: the
 //     error goes to the caller, whose transaction it is.
 //   - Wake-ups: none. The event store has no consumers to wake, so it uses no

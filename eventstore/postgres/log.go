@@ -7,7 +7,7 @@ import (
 
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/internal/essql"
-	"github.com/duroq/duroq/internal/pgdb"
+	"github.com/duroq/duroq/internal/pgsql"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -59,7 +59,7 @@ func (s *Store) append(ctx context.Context, tx *sqlx.Tx, stream string, partitio
 // skips stored numbers, so this happens only if something outside the store (a
 // trigger, an added constraint) raises it; the first event stands for the call.
 func conflictOr(stream string, partition int64, events []eventstore.Event, err error) error {
-	if pgdb.IsUniqueViolation(err) {
+	if pgsql.IsUniqueViolation(err) {
 		return &eventstore.ConflictError{Stream: stream, Partition: partition, Seq: events[0].Seq}
 	}
 	return err

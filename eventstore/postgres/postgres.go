@@ -10,12 +10,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/internal/essql"
-	"github.com/duroq/duroq/internal/pgdb"
+	"github.com/duroq/duroq/internal/pgsql"
 	"github.com/duroq/duroq/internal/sqltx"
+	"github.com/duroq/duroq/pgdb"
 	"github.com/duroq/duroq/txn"
-	"github.com/jmoiron/sqlx"
 )
 
 //go:embed migrations/*.sql
@@ -24,24 +26,10 @@ var migrations embed.FS
 // MigrationLine names this package's migrations in the shared duroq_migrations table.
 const MigrationLine = "eventstore"
 
-// DBOptions tune OpenDB and Open: Schema (default "public", created if missing and
-// set as every connection's search_path), MaxOpenConns (the pool size, default 16)
-// and ConnMaxLifetime (default 30 minutes).
-type DBOptions = pgdb.Options
-
-// OpenDB connects to the PostgreSQL database at dsn (a postgres:// URL or a
-// key=value string) through pgx's database/sql driver, with the settings this
-// package is built for (see DBOptions). Use it to share one database between this
-// store and other duroq PostgreSQL stores, such as mq/postgres (pass the result to
-// New).
-func OpenDB(ctx context.Context, dsn string, o DBOptions) (*sqlx.DB, error) {
-	return pgdb.Open(ctx, dsn, o)
-}
-
 // Options tune Open and New. The zero value is usable.
 type Options struct {
 	// DB tunes the database Open connects to: schema and pool (ignored by New).
-	DB DBOptions
+	DB pgdb.Options
 	// Now is the clock every timestamp is computed from (default time.Now).
 	Now func() time.Time
 }
@@ -56,8 +44,8 @@ type Options struct {
 // *sqlx.DB).
 type Store struct {
 	c         *essql.Store
-	retries   atomic.Int64    // transactions run again (see run), for tests
-	planStats pgdb.StatsGuard // gives the tables ReadStatesTx reads planner statistics
+	retries   atomic.Int64     // transactions run again (see run), for tests
+	planStats pgsql.StatsGuard // gives the tables ReadStatesTx reads planner statistics
 }
 
 var _ eventstore.TxStore = (*Store)(nil)
@@ -82,7 +70,7 @@ func Open(ctx context.Context, dsn string, o Options) (*Store, error) {
 func New(db *sqlx.DB, o Options) *Store { return newStore(db, false, o) }
 
 func newStore(db *sqlx.DB, owned bool, o Options) *Store {
-	s := &Store{planStats: pgdb.StatsGuard{DB: db, Tables: []string{"es_streams", "es_partitions", "es_events", "es_kv_store"}}}
+	s := &Store{planStats: pgsql.StatsGuard{DB: db, Tables: []string{"es_streams", "es_partitions", "es_events", "es_kv_store"}}}
 	s.c = essql.New(db, owned, o.Now, essql.Dialect{
 		Name:      "eventstore/postgres",
 		Savepoint: savepoint,
@@ -108,7 +96,7 @@ func newStore(db *sqlx.DB, owned bool, o Options) *Store {
 // in the schema of db's search_path. It is idempotent and safe when several
 // processes call it at once: migrators serialise on an advisory lock.
 func (s *Store) Migrate(ctx context.Context) error {
-	return s.c.Migrate(ctx, migrations, pgdb.Dialect, MigrationLine)
+	return s.c.Migrate(ctx, migrations, pgsql.Dialect, MigrationLine)
 }
 
 // DB returns the underlying database, for transactions spanning this store and other
@@ -116,7 +104,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 func (s *Store) DB() *sqlx.DB { return s.c.DB() }
 
 // Database implements eventstore.TxStore: the database the store lives in.
-func (s *Store) Database() txn.Database { return pgdb.Database(s.c.DB()) }
+func (s *Store) Database() txn.Database { return pgsql.Database(s.c.DB()) }
 
 // In implements eventstore.TxStore: the store's operations inside tx, a transaction
 // its Database runs.
@@ -144,7 +132,7 @@ const (
 func (s *Store) run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := sqltx.Run(ctx, s.c.DB(), fn)
-		if err == nil || attempt == maxAttempts || !pgdb.IsRetryable(err) || eventstore.IsContractError(err) {
+		if err == nil || attempt == maxAttempts || !pgsql.IsRetryable(err) || eventstore.IsContractError(err) {
 			return err
 		}
 		s.retries.Add(1)

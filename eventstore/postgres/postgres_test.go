@@ -9,15 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/conformance"
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/eventstore/postgres"
 	"github.com/duroq/duroq/internal/estest"
-	"github.com/duroq/duroq/internal/pgdb"
+	"github.com/duroq/duroq/internal/pgsql"
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/internal/sqltx"
-	"github.com/jmoiron/sqlx"
+	"github.com/duroq/duroq/pgdb"
 )
 
 // testPool is the pool size of test stores: enough for the suite's concurrent
@@ -28,7 +30,7 @@ const testPool = 8
 func open(t testing.TB, dsn, schema string, now func() time.Time) *postgres.Store {
 	t.Helper()
 	s, err := postgres.Open(context.Background(), dsn, postgres.Options{
-		DB:  postgres.DBOptions{Schema: schema, MaxOpenConns: testPool},
+		DB:  pgdb.Options{Schema: schema, MaxOpenConns: testPool},
 		Now: now,
 	})
 	if err != nil {
@@ -80,12 +82,12 @@ func TestReopenKeepsEverything(t *testing.T) {
 func sharedDB(t *testing.T) estest.Shared {
 	t.Helper()
 	dsn, schema := pgtest.Schema(t)
-	db, err := postgres.OpenDB(t.Context(), dsn, postgres.DBOptions{Schema: schema, MaxOpenConns: testPool})
-	must(t, err, "OpenDB")
+	db, err := pgdb.Open(t.Context(), dsn, pgdb.Options{Schema: schema, MaxOpenConns: testPool})
+	must(t, err, "open the database")
 	t.Cleanup(func() { db.Close() })
 	s := postgres.New(db, postgres.Options{})
 	must(t, s.Migrate(t.Context()), "Migrate")
-	estest.SideTable(t, db, pgdb.Dialect)
+	estest.SideTable(t, db, pgsql.Dialect)
 	return estest.Shared{DB: db, Store: s, Run: func(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return sqltx.Run(ctx, db, fn)
 	}}
@@ -130,7 +132,7 @@ func TestTxStatementErrorRollsBackToSavepoint(t *testing.T) {
 func TestConcurrentMigrate(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	estest.ConcurrentMigrate(t, 8, func(int) error {
-		s, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: postgres.DBOptions{Schema: schema, MaxOpenConns: 2}})
+		s, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 2}})
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/eventstore/sqlite"
-	"github.com/duroq/duroq/internal/sqlitedb/sqlitedbtest"
+	"github.com/duroq/duroq/internal/sqliteconn/sqliteconntest"
 )
 
 // A store opened by path is closed when Close returns: its WAL is checkpointed into
@@ -85,7 +85,7 @@ func TestCloseDuringOperations(t *testing.T) {
 // many events of stream's partition 1 a copy of the file alone holds.
 func closedEvents(t *testing.T, path, stream string) int {
 	t.Helper()
-	events, err := sqlite.New(sqlitedbtest.ClosedFile(t, path), sqlite.Options{}).Read(t.Context(), stream, 1)
+	events, err := sqlite.New(sqliteconntest.ClosedFile(t, path), sqlite.Options{}).Read(t.Context(), stream, 1)
 	if err != nil {
 		t.Fatalf("read the copy of the closed file: %v", err)
 	}

@@ -8,14 +8,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/internal/essql"
 	"github.com/duroq/duroq/internal/migrate"
-	"github.com/duroq/duroq/internal/sqlitedb"
+	"github.com/duroq/duroq/internal/sqliteconn"
 	"github.com/duroq/duroq/internal/stmtcache"
+	"github.com/duroq/duroq/sqlitedb"
 	"github.com/duroq/duroq/txn"
-	"github.com/jmoiron/sqlx"
-	"github.com/mattn/go-sqlite3"
 )
 
 //go:embed migrations/*.sql
@@ -24,21 +26,10 @@ var migrations embed.FS
 // MigrationLine names this package's migrations in the shared duroq_migrations table.
 const MigrationLine = "eventstore"
 
-// DBOptions tune OpenDB and Open; see the field docs for the defaults.
-type DBOptions = sqlitedb.Options
-
-// OpenDB opens the SQLite database at path with the settings this package is built
-// for: WAL, synchronous=NORMAL (FULL on request), a 10 s busy timeout, transactions
-// that take the write lock when they begin (BEGIN IMMEDIATE) and a pool of 8
-// connections. Use it to share one database between this store and other duroq
-// SQLite stores (pass the result to New); a database opened otherwise MUST use
-// _txlock=immediate.
-func OpenDB(path string, o DBOptions) (*sqlx.DB, error) { return sqlitedb.Open(path, o) }
-
 // Options tune Open and New. The zero value is usable.
 type Options struct {
 	// DB tunes the database Open creates (ignored by New).
-	DB DBOptions
+	DB sqlitedb.Options
 	// Now is the clock every timestamp is computed from (default time.Now).
 	Now func() time.Time
 }
@@ -78,7 +69,7 @@ func New(db *sqlx.DB, o Options) *Store { return newStore(db, false, o) }
 
 func newStore(db *sqlx.DB, owned bool, o Options) *Store {
 	s := &Store{stmts: stmtcache.New(db)}
-	writer := sqlitedb.WriterOf(db) // SQLite has one writer: queue on the process's
+	writer := sqliteconn.WriterOf(db) // SQLite has one writer: queue on the process's
 	s.c = essql.New(db, owned, o.Now, essql.Dialect{
 		Name:      "eventstore/sqlite",
 		Savepoint: "eventstore",
@@ -110,7 +101,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 func (s *Store) DB() *sqlx.DB { return s.c.DB() }
 
 // Database implements eventstore.TxStore: the database the store lives in.
-func (s *Store) Database() txn.Database { return sqlitedb.Database(s.c.DB()) }
+func (s *Store) Database() txn.Database { return sqliteconn.Database(s.c.DB()) }
 
 // In implements eventstore.TxStore: the store's operations inside tx, a transaction
 // its Database runs.

@@ -6,14 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/conformance"
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/eventstore/sqlite"
 	"github.com/duroq/duroq/internal/estest"
 	"github.com/duroq/duroq/internal/migrate"
-	"github.com/duroq/duroq/internal/sqlitedb"
-	"github.com/jmoiron/sqlx"
+	"github.com/duroq/duroq/internal/sqliteconn"
+	"github.com/duroq/duroq/sqlitedb"
 )
 
 func open(t testing.TB, path string, now func() time.Time) *sqlite.Store {
@@ -61,14 +63,14 @@ func TestReopenKeepsEverything(t *testing.T) {
 // another package's (its own migration line, like mq/sqlite's "mq").
 func sharedDB(t *testing.T) estest.Shared {
 	t.Helper()
-	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "shared.db"), sqlite.DBOptions{})
-	must(t, err, "OpenDB")
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "shared.db"), sqlitedb.Options{})
+	must(t, err, "open the database")
 	t.Cleanup(func() { db.Close() })
 	s := sqlite.New(db, sqlite.Options{})
 	must(t, s.Migrate(context.Background()), "Migrate")
 	estest.SideTable(t, db, migrate.SQLite)
 	return estest.Shared{DB: db, Store: s, Run: func(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-		return sqlitedb.WriterOf(db).Run(ctx, fn)
+		return sqliteconn.WriterOf(db).Run(ctx, fn)
 	}}
 }
 
@@ -85,7 +87,7 @@ func TestFailedTxWriteLeavesNothing(t *testing.T) {
 func TestConcurrentMigrate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "migrate.db")
 	estest.ConcurrentMigrate(t, 6, func(int) error {
-		db, err := sqlite.OpenDB(path, sqlite.DBOptions{})
+		db, err := sqlitedb.Open(path, sqlitedb.Options{})
 		if err != nil {
 			return err
 		}
@@ -106,7 +108,7 @@ func TestDamagedColumnsAreCorruption(t *testing.T) {
 }
 
 func TestOpenRejectsBadOptions(t *testing.T) {
-	_, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"), sqlite.Options{DB: sqlite.DBOptions{Synchronous: "SOMETIMES"}})
+	_, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"), sqlite.Options{DB: sqlitedb.Options{Synchronous: "SOMETIMES"}})
 	if err == nil {
 		t.Fatal("Open with an unknown synchronous mode succeeded")
 	}
@@ -121,7 +123,7 @@ func TestNilTxIsInvalid(t *testing.T) {
 
 // runWrite runs fn on the store's writer, as the store's own writes do.
 func runWrite(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
-	return sqlitedb.WriterOf(db).Run(ctx, fn)
+	return sqliteconn.WriterOf(db).Run(ctx, fn)
 }
 
 func TestCommitManyMatchesAppendThenUpdate(t *testing.T) {

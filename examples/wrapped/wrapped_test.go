@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"example.com/wrapped"
+
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/conformance"
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // backends makes a fresh counting pair: over the in-memory backends, or over the
@@ -18,7 +20,7 @@ import (
 var backends = map[string]func(t *testing.T) (*wrapped.Queue, *wrapped.Store){
 	"Memory": func(*testing.T) (*wrapped.Queue, *wrapped.Store) { return wrapped.NewMemory() },
 	"SQLite": func(t *testing.T) (*wrapped.Queue, *wrapped.Store) {
-		p, err := adapter.OpenSQLite(filepath.Join(t.TempDir(), "wrapped.db"), adapter.SQLiteOptions{})
+		p, err := sqliteprovider.Open(filepath.Join(t.TempDir(), "wrapped.db"), sqliteprovider.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

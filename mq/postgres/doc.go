@@ -5,7 +5,7 @@
 // Open(ctx, dsn, Options) is the common case: it connects, creates the schema if
 // needed, applies the embedded migrations and owns the database. New(db, Options)
 // builds a queue over a database the caller shares with other stores (open it with
-// OpenDB, for example together with eventstore/postgres); call Migrate before use.
+// pgdb.Open, for example together with eventstore/postgres); call Migrate before use.
 // The *Tx methods (EnqueueTx, DequeueTx, AckTx, AbandonTx, SettleTx, LockTx, RenewTx,
 // RemoveTx, RemovePrefixTx, PurgeKeyTx, SetKeyAttrTx) run inside the caller's
 // transaction, so queue writes commit together with the caller's own. As on the
@@ -15,10 +15,10 @@
 //
 // # Settings and why
 //
-//   - Schema (DBOptions.Schema, default "public"): every connection's search_path, so
+//   - Schema (Options.DB.Schema, default "public"): every connection's search_path, so
 //     several deployments or test runs can share one database. Migrations serialise
 //     on an advisory lock per schema, so processes may migrate at once.
-//   - Pool (DBOptions.MaxOpenConns, default 16): a transaction holds a connection
+//   - Pool (Options.DB.MaxOpenConns, default 16): a transaction holds a connection
 //     only while it runs; a long poll holds none while it waits. Each Queue that has
 //     long-polled holds one more connection for LISTEN, taken from this pool (with a
 //     pool of one connection there is no listener: long polls are then woken only by
@@ -52,7 +52,7 @@
 //     names that PostgreSQL text cannot hold — invalid UTF-8 or a NUL byte — are
 //     rejected with ErrInvalid. Payloads are bytea and may hold anything.
 //   - Transient failures (serialization failure, deadlock, lock not available, a
-//     connection lost before the statement was sent; see pgdb.IsRetryable) are
+//     connection lost before the statement was sent; see internal/pgsql.IsRetryable) are
 //     retried up to 6 times with a short jittered backoff; callers see them only if
 //     they persist, wrapped with the operation's name. The *Tx methods do not retry:
 //     the caller owns the transaction and must rerun it.

@@ -9,6 +9,7 @@ import (
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/postgres"
+	"github.com/duroq/duroq/pgdb"
 )
 
 // orderCrashSchema passes the schema to the child of TestKilledHolderKeepsKeyOrder.
@@ -27,6 +28,6 @@ func TestKilledHolderKeepsKeyOrder(t *testing.T) {
 func TestOrderCrashChild(t *testing.T) {
 	mqtest.OrderCrashChild(t, func() (mq.MessageQueue, error) {
 		return postgres.Open(context.Background(), os.Getenv(pgtest.EnvDSN),
-			postgres.Options{DB: postgres.DBOptions{Schema: os.Getenv(orderCrashSchema)}})
+			postgres.Options{DB: pgdb.Options{Schema: os.Getenv(orderCrashSchema)}})
 	})
 }

@@ -16,17 +16,19 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/duroq/duroq/internal/groupcommit"
-	"github.com/duroq/duroq/internal/migrate"
-	"github.com/duroq/duroq/internal/mqsql"
-	"github.com/duroq/duroq/internal/pgdb"
-	"github.com/duroq/duroq/internal/sqltx"
-	"github.com/duroq/duroq/internal/wake"
-	"github.com/duroq/duroq/mq"
-	"github.com/duroq/duroq/txn"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/duroq/duroq/internal/groupcommit"
+	"github.com/duroq/duroq/internal/migrate"
+	"github.com/duroq/duroq/internal/mqsql"
+	"github.com/duroq/duroq/internal/pgsql"
+	"github.com/duroq/duroq/internal/sqltx"
+	"github.com/duroq/duroq/internal/wake"
+	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/duroq/duroq/txn"
 )
 
 //go:embed migrations/*.sql
@@ -35,24 +37,10 @@ var migrations embed.FS
 // MigrationLine names this package's migrations in the shared duroq_migrations table.
 const MigrationLine = "mq"
 
-// DBOptions tune OpenDB and Open: the schema, the pool size and the connection
-// lifetime (see pgdb.Options for the defaults).
-type DBOptions = pgdb.Options
-
-// OpenDB connects to the PostgreSQL database at dsn with the settings this package is
-// built for: pgx's database/sql driver, every connection's search_path set to
-// o.Schema (created if missing), a bounded pool. Use it to share one database between
-// this queue and other duroq PostgreSQL stores (pass the result to New). A database
-// opened otherwise MUST use the pgx driver (github.com/jackc/pgx/v5/stdlib), or long
-// polls are not woken by other processes.
-func OpenDB(ctx context.Context, dsn string, o DBOptions) (*sqlx.DB, error) {
-	return pgdb.Open(ctx, dsn, o)
-}
-
 // Options tune Open and New. The zero value is usable.
 type Options struct {
 	// DB tunes the database Open creates (ignored by New).
-	DB DBOptions
+	DB pgdb.Options
 	// Now is the clock every timestamp is computed from (default time.Now). Processes
 	// sharing a schema should have clocks in sync: lock expiry compares times written
 	// by one process with the clock of another.
@@ -75,7 +63,7 @@ type Queue struct {
 	losses  atomic.Int64 // dequeue attempts lost to another consumer, likewise
 
 	scanRatio atomic.Int64                     // rows per batch the last dequeue scan saw (see attemptMany)
-	planStats pgdb.StatsGuard                  // gives mq_messages planner statistics (doc.go)
+	planStats pgsql.StatsGuard                 // gives mq_messages planner statistics (doc.go)
 	enqueues  *groupcommit.Group[[]mq.Message] // groups concurrent Enqueue calls into shared transactions
 	notes     notifier                         // sends wake-ups to other processes after commits
 
@@ -114,7 +102,7 @@ func New(db *sqlx.DB, o Options) *Queue {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	q := &Queue{db: db, now: o.Now, log: o.Logger, planStats: pgdb.StatsGuard{DB: db, Tables: []string{"mq_messages"}, Log: o.Logger}}
+	q := &Queue{db: db, now: o.Now, log: o.Logger, planStats: pgsql.StatsGuard{DB: db, Tables: []string{"mq_messages"}, Log: o.Logger}}
 	q.enqueues = groupcommit.New(q.enqueueRound)
 	return q
 }
@@ -127,7 +115,7 @@ func (q *Queue) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return migrate.Apply(ctx, q.db.DB, pgdb.Dialect, MigrationLine, migs)
+	return migrate.Apply(ctx, q.db.DB, pgsql.Dialect, MigrationLine, migs)
 }
 
 // DB returns the underlying database, for transactions spanning this queue and other
@@ -135,7 +123,7 @@ func (q *Queue) Migrate(ctx context.Context) error {
 func (q *Queue) DB() *sqlx.DB { return q.db }
 
 // Database implements mq.TxQueue: the PostgreSQL database the queue lives in.
-func (q *Queue) Database() txn.Database { return pgdb.Database(q.db) }
+func (q *Queue) Database() txn.Database { return pgsql.Database(q.db) }
 
 // In implements mq.TxQueue: the queue's operations inside tx, a transaction its
 // Database runs; consumers are woken once tx commits.
@@ -175,7 +163,7 @@ const (
 func (q *Queue) retry(ctx context.Context, op string, fn func() error) error {
 	for try := 1; ; try++ {
 		err := fn()
-		if err == nil || try == maxTries || !(pgdb.IsRetryable(err) || errors.Is(err, errMoveRace)) || ctx.Err() != nil {
+		if err == nil || try == maxTries || !(pgsql.IsRetryable(err) || errors.Is(err, errMoveRace)) || ctx.Err() != nil {
 			return err
 		}
 		q.retries.Add(1)

@@ -14,6 +14,7 @@ import (
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/postgres"
+	"github.com/duroq/duroq/pgdb"
 )
 
 // openSchema opens a queue on a fresh schema of the test server (skipping the test
@@ -27,7 +28,7 @@ func openSchema(t testing.TB) (q *postgres.Queue, dsn, schema string) {
 // openOn opens a queue on an existing schema and closes it when the test ends.
 func openOn(t testing.TB, dsn, schema string) *postgres.Queue {
 	t.Helper()
-	q, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: postgres.DBOptions{Schema: schema, MaxOpenConns: 8}})
+	q, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}})
 	if err != nil {
 		t.Fatalf("Open schema %s: %v", schema, err)
 	}
@@ -83,7 +84,7 @@ func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
 	for range openers {
 		wg.Go(func() {
 			<-start
-			q, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: postgres.DBOptions{Schema: schema}})
+			q, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema}})
 			if err != nil {
 				errs <- err
 				return
@@ -117,7 +118,7 @@ func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
 func TestTxTwinsCommitAndRollBackWithTheCallersWrites(t *testing.T) {
 	ctx := t.Context()
 	dsn, schema := pgtest.Schema(t)
-	db, err := postgres.OpenDB(ctx, dsn, postgres.DBOptions{Schema: schema})
+	db, err := pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +289,7 @@ func TestSetKeyAttrsTx(t *testing.T) {
 // transient failure to retry forever.
 func TestClosedDatabaseIsErrClosed(t *testing.T) {
 	_, dsn, schema := openSchema(t)
-	db, err := postgres.OpenDB(t.Context(), dsn, postgres.DBOptions{Schema: schema})
+	db, err := pgdb.Open(t.Context(), dsn, pgdb.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,11 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/postgres"
-	"github.com/jmoiron/sqlx"
+	"github.com/duroq/duroq/pgdb"
 )
 
 // crossWake bounds how soon a change made through another backend instance must wake
@@ -183,7 +185,7 @@ func TestWaitWakesAfterTheListenerReconnects(t *testing.T) {
 func TestCloseEndsTheListener(t *testing.T) {
 	q, dsn, schema := openSchema(t)
 	ctx := t.Context()
-	db, err := postgres.OpenDB(ctx, dsn, postgres.DBOptions{Schema: schema})
+	db, err := pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +233,7 @@ func TestCloseEndsTheListener(t *testing.T) {
 // connection; long polls then end at their deadline or with this process's writes.
 func TestPoolOfOneStillWorks(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
-	q, err := postgres.Open(t.Context(), dsn, postgres.Options{DB: postgres.DBOptions{Schema: schema, MaxOpenConns: 1}})
+	q, err := postgres.Open(t.Context(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

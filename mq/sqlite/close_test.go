@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/internal/sqlitedb/sqlitedbtest"
+	"github.com/duroq/duroq/internal/sqliteconn/sqliteconntest"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/sqlite"
 )
@@ -94,7 +94,7 @@ func TestCloseDuringOperations(t *testing.T) {
 // how many messages of queue "q" a copy of the file alone holds.
 func closedMessages(t *testing.T, path string) int {
 	t.Helper()
-	copied := sqlite.New(sqlitedbtest.ClosedFile(t, path), sqlite.Options{})
+	copied := sqlite.New(sqliteconntest.ClosedFile(t, path), sqlite.Options{})
 	msgs, err := copied.Peek(t.Context(), "q", mq.PeekOptions{Limit: mq.MaxPeek})
 	if err != nil {
 		t.Fatalf("peek the copy of the closed file: %v", err)

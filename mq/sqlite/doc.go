@@ -16,7 +16,7 @@
 // Settings and why:
 //   - WAL journal: readers never block the writer and a commit is one append to the log.
 //   - synchronous=NORMAL by default: a commit survives a crash of the process; a power
-//     loss may lose the last commits. Choose FULL (DBOptions.Synchronous) to sync every
+//     loss may lose the last commits. Choose FULL (Options.DB.Synchronous) to sync every
 //     commit.
 //   - BEGIN IMMEDIATE transactions: a transaction takes the write lock when it begins,
 //     so two writers never deadlock upgrading a read lock; writers of this process also

@@ -13,17 +13,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+
 	"github.com/duroq/duroq/internal/groupcommit"
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/mqsql"
-	"github.com/duroq/duroq/internal/sqlitedb"
+	"github.com/duroq/duroq/internal/sqliteconn"
 	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/internal/stmtcache"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/sqlitedb"
 	"github.com/duroq/duroq/txn"
-	"github.com/jmoiron/sqlx"
-	"github.com/mattn/go-sqlite3"
 )
 
 //go:embed migrations/*.sql
@@ -32,21 +34,10 @@ var migrations embed.FS
 // MigrationLine names this package's migrations in the shared duroq_migrations table.
 const MigrationLine = "mq"
 
-// DBOptions tune OpenDB; see the field docs for the defaults.
-type DBOptions = sqlitedb.Options
-
-// OpenDB opens the SQLite database at path with the settings this package is built
-// for: WAL, synchronous=NORMAL (FULL on request), a 10 s busy timeout, transactions
-// that take the write lock when they begin (BEGIN IMMEDIATE) and a pool of 8
-// connections. Use it to share one database between this queue and other duroq
-// SQLite stores (pass the result to New); a database opened otherwise MUST use
-// _txlock=immediate.
-func OpenDB(path string, o DBOptions) (*sqlx.DB, error) { return sqlitedb.Open(path, o) }
-
 // Options tune Open and New. The zero value is usable.
 type Options struct {
 	// DB tunes the database Open creates (ignored by New).
-	DB DBOptions
+	DB sqlitedb.Options
 	// Now is the clock every timestamp is computed from (default time.Now).
 	Now func() time.Time
 	// Logger receives debug records; nil is silent.
@@ -60,12 +51,12 @@ type Queue struct {
 	owned  bool
 	now    func() time.Time
 	log    *slog.Logger
-	writer *sqlitedb.Writer
+	writer *sqliteconn.Writer
 	stmts  *stmtcache.Cache
 	hub    wake.Hub
 	closed atomic.Bool
 	// unwatch ends the subscription that wakes this process's long polls when
-	// another process commits (sqlitedb.Watcher).
+	// another process commits (sqliteconn.Watcher).
 	unwatch func()
 	// enqueues groups concurrent Enqueue calls into shared transactions.
 	enqueues *groupcommit.Group[[]mq.Message]
@@ -108,11 +99,11 @@ func New(db *sqlx.DB, o Options) *Queue {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	q := &Queue{db: db, now: o.Now, log: o.Logger, writer: sqlitedb.WriterOf(db), stmts: stmtcache.New(db)}
+	q := &Queue{db: db, now: o.Now, log: o.Logger, writer: sqliteconn.WriterOf(db), stmts: stmtcache.New(db)}
 	q.enqueues = groupcommit.New(q.enqueueRound)
 	// SQLite signals nothing across processes: a watcher polling the database wakes
 	// the long polls within milliseconds of another process's commit.
-	q.unwatch = sqlitedb.WatcherOf(db).Subscribe(q.hub.NotifyAll)
+	q.unwatch = sqliteconn.WatcherOf(db).Subscribe(q.hub.NotifyAll)
 	return q
 }
 
@@ -139,7 +130,7 @@ func (q *Queue) Migrate(ctx context.Context) error {
 func (q *Queue) DB() *sqlx.DB { return q.db }
 
 // Database implements mq.TxQueue: the SQLite database the queue lives in.
-func (q *Queue) Database() txn.Database { return sqlitedb.Database(q.db) }
+func (q *Queue) Database() txn.Database { return sqliteconn.Database(q.db) }
 
 // In implements mq.TxQueue: the queue's operations inside tx, a transaction its
 // Database runs; consumers are woken once tx commits.

@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/conformance"
 	"github.com/duroq/duroq/internal/mqtest"
 	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/sqlite"
-	"github.com/jmoiron/sqlx"
+	"github.com/duroq/duroq/sqlitedb"
 )
 
 func openQueue(t testing.TB, path string) *sqlite.Queue {
@@ -95,7 +97,7 @@ func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
 
 // TestTxTwinsCommitAndRollBackWithTheCallersWrites: see mqtest.TxTwins.
 func TestTxTwinsCommitAndRollBackWithTheCallersWrites(t *testing.T) {
-	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "shared.db"), sqlite.DBOptions{})
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "shared.db"), sqlitedb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

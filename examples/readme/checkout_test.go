@@ -1,19 +1,15 @@
-package runtime_test
+package readme_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-	"testing"
 	"time"
 
-	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // The runtime in 30 seconds (README): a checkout charges, waits for an approval
@@ -54,7 +50,7 @@ func Example_checkout() {
 		panic(err)
 	}
 
-	p, err := adapter.OpenSQLite(filepath.Join(dir, "app.db"), adapter.SQLiteOptions{}) // or adapter.OpenPostgres / adapter.NewMemory
+	p, err := sqliteprovider.Open(filepath.Join(dir, "app.db"), sqliteprovider.Options{}) // or pgprovider.Open / adapter.NewMemory
 	if err != nil {
 		panic(err)
 	}
@@ -80,67 +76,4 @@ func Example_checkout() {
 	// Output:
 	// Completed shipped against receipt-42 <nil>
 	// runtime stopped: <nil>
-}
-
-// Every Go block of README.md is a copy of code in an example test file of the
-// module, so each compiles and runs: the blocks cannot drift from the API.
-func TestREADMEGoBlocksAreExamples(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var examples [][]string
-	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != ".." && strings.HasPrefix(d.Name(), ".") {
-			return filepath.SkipDir
-		}
-		if name := d.Name(); !d.IsDir() && strings.Contains(name, "example") && strings.HasSuffix(name, "_test.go") {
-			src, err := os.ReadFile(path)
-			examples = append(examples, trimmedLines(string(src)))
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := 0
-	for rest := string(readme); ; {
-		_, after, found := strings.Cut(rest, "\n```go\n")
-		if !found {
-			break
-		}
-		block, after, _ := strings.Cut(after, "\n```\n")
-		rest = after
-		blocks++
-		if !slices.ContainsFunc(examples, func(src []string) bool { return containsRun(src, trimmedLines(block)) }) {
-			t.Errorf("README block %d is in no example test file (*example*_test.go); copy it from one:\n%s", blocks, block)
-		}
-	}
-	if blocks == 0 {
-		t.Fatal("README.md has no Go block: the test reads the wrong file")
-	}
-}
-
-// trimmedLines splits s into lines without their indentation: README blocks are
-// example code moved out of its function.
-func trimmedLines(s string) []string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimSpace(l)
-	}
-	return lines
-}
-
-// containsRun reports whether run occurs in lines as consecutive lines.
-func containsRun(lines, run []string) bool {
-	for i := 0; i+len(run) <= len(lines); i++ {
-		if slices.Equal(lines[i:i+len(run)], run) {
-			return true
-		}
-	}
-	return false
 }

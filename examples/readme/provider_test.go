@@ -1,23 +1,29 @@
-package adapter_test
+package readme_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/duroq/duroq/adapter"
-	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // The provider (README): an orchestration driven by hand through the contract the
 // runtime's dispatchers use. Each turn takes the instance locked with its messages
 // and history, and commits what the code decided — history, activities to run,
 // metadata — with the ack of exactly those messages, in one transaction.
-func Example() {
+func Example_provider() {
 	dir, err := os.MkdirTemp("", "duroq-example")
 	if err != nil {
 		panic(err)
@@ -25,7 +31,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	p, err := adapter.OpenSQLite(filepath.Join(dir, "app.db"), adapter.SQLiteOptions{}) // queue + event store in one file
+	p, err := sqliteprovider.Open(filepath.Join(dir, "app.db"), sqliteprovider.Options{}) // queue + event store in one file
 	if err != nil {
 		panic(err)
 	}
@@ -89,15 +95,15 @@ func Example() {
 // openShared is the README's PostgreSQL block: the provider every process of a
 // deployment opens on one schema to share the work. TestOpenSharedPostgres runs it.
 func openShared(ctx context.Context, dsn, schema string) (*adapter.Provider, error) {
-	p, err := adapter.OpenPostgres(ctx, dsn, // dsn: e.g. "postgres://user@db-host:5432/app"
-		adapter.PostgresOptions{DB: adapter.PostgresDBOptions{Schema: schema, MaxOpenConns: 16}}) // schema: e.g. "duroq"
+	p, err := pgprovider.Open(ctx, dsn, // dsn: e.g. "postgres://user@db-host:5432/app"
+		pgprovider.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 16}}) // schema: e.g. "duroq"
 	return p, err
 }
 
 // Two providers opened by openShared on one schema, as two processes would: an
 // orchestration started through one runs on a runtime over the other.
 func TestOpenSharedPostgres(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
+	dsn, schema := freshSchema(t)
 	starter, err := openShared(t.Context(), dsn, schema)
 	if err != nil {
 		t.Fatal(err)
@@ -132,4 +138,38 @@ func TestOpenSharedPostgres(t *testing.T) {
 	if err := <-ran; err != nil {
 		t.Fatalf("run: %v", err)
 	}
+}
+
+// freshSchema creates a schema of a random name on the server named by
+// DUROQ_POSTGRES_DSN, dropped with everything in it when t ends, so runs never see
+// each other's tables; without the variable it skips t.
+func freshSchema(t *testing.T) (dsn, schema string) {
+	t.Helper()
+	dsn = os.Getenv("DUROQ_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("PostgreSQL tests skipped: set DUROQ_POSTGRES_DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run them")
+	}
+	schema = "readme_" + strings.ToLower(rand.Text())
+	ident := pgx.Identifier{schema}.Sanitize()
+	exec := func(ctx context.Context, sql string) error {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec(t.Context(), "CREATE SCHEMA "+ident); err != nil {
+		t.Fatalf("create schema %s: %v", schema, err)
+	}
+	t.Cleanup(func() {
+		// t.Context is done by now: the drop gets a context of its own.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := exec(ctx, "DROP SCHEMA "+ident+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return dsn, schema
 }

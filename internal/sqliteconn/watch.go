@@ -1,4 +1,4 @@
-package sqlitedb
+package sqliteconn
 
 import (
 	"os"

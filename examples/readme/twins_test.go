@@ -1,4 +1,4 @@
-package sqlite_test
+package readme_test
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/sqlite"
+	"github.com/duroq/duroq/sqlitedb"
 )
 
 // The transactional twins (README): a row of the application's own table and the
 // message announcing it commit together, or neither does.
-func ExampleQueue_EnqueueTx() {
+func Example_enqueueTx() {
 	dir, err := os.MkdirTemp("", "duroq-example")
 	if err != nil {
 		panic(err)
@@ -20,7 +21,7 @@ func ExampleQueue_EnqueueTx() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	db, err := sqlite.OpenDB(filepath.Join(dir, "app.db"), sqlite.DBOptions{})
+	db, err := sqlitedb.Open(filepath.Join(dir, "app.db"), sqlitedb.Options{})
 	if err != nil {
 		panic(err)
 	}

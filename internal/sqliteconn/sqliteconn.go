@@ -1,6 +1,6 @@
-// Package sqlitedb opens SQLite databases with the settings duroq's SQLite backends
+// Package sqliteconn opens SQLite databases with the settings duroq's SQLite backends
 // are designed and tested for.
-package sqlitedb
+package sqliteconn
 
 import (
 	"context"
@@ -10,31 +10,16 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/duroq/duroq/internal/sqltx"
-	"github.com/duroq/duroq/txn"
 	"github.com/jmoiron/sqlx"
 	"github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
-)
 
-// Options tune Open. The zero value gives the documented defaults.
-type Options struct {
-	// Synchronous is SQLite's synchronous pragma: "NORMAL" (default; in WAL mode a
-	// commit survives a process crash, and a power loss can lose only the last
-	// commits) or "FULL" (every commit is synced to disk before it returns).
-	Synchronous string
-	// BusyTimeout is how long a connection waits for another writer (another process
-	// or connection) before failing with "database is locked". Default 10s.
-	BusyTimeout time.Duration
-	// MaxOpenConns bounds the connection pool. SQLite admits one writer at a time but,
-	// in WAL mode, readers run beside it; a small pool keeps long polls and readers
-	// from queueing behind writers without piling up busy-waiting writers. Default 8.
-	MaxOpenConns int
-}
+	"github.com/duroq/duroq/internal/sqltx"
+	"github.com/duroq/duroq/txn"
+)
 
 var memorySeq atomic.Int64
 
@@ -57,32 +42,15 @@ func init() {
 // Open opens (creating if needed) the SQLite database at path in WAL mode, with
 // transactions that take the write lock when they begin (BEGIN IMMEDIATE), so that
 // two writers never deadlock upgrading a read lock. The path ":memory:" opens a
-// private in-memory database shared by the pool's connections.
+// private in-memory database shared by the pool's connections. The settings are
+// sqlitedb.Options' with its defaults applied: synchronous is NORMAL, FULL, EXTRA or
+// OFF.
 //
 // Closing the returned database returns once every connection is closed (see
 // connector.Close): when no other process has the file open, SQLite has then
 // checkpointed the WAL and removed the -wal and -shm files, so the file alone holds
 // every commit.
-func Open(path string, o Options) (*sqlx.DB, error) {
-	if path == "" {
-		return nil, fmt.Errorf("sqlite: open: empty path")
-	}
-	sync := strings.ToUpper(o.Synchronous)
-	switch sync {
-	case "":
-		sync = "NORMAL"
-	case "NORMAL", "FULL", "EXTRA", "OFF":
-	default:
-		return nil, fmt.Errorf("sqlite: open %s: unknown synchronous mode %q (want NORMAL or FULL)", path, o.Synchronous)
-	}
-	busy := o.BusyTimeout
-	if busy <= 0 {
-		busy = 10 * time.Second
-	}
-	conns := o.MaxOpenConns
-	if conns <= 0 {
-		conns = 8
-	}
+func Open(path, sync string, busy time.Duration, conns int) (*sqlx.DB, error) {
 	q := url.Values{}
 	q.Set("_busy_timeout", fmt.Sprint(busy.Milliseconds()))
 	q.Set("_synchronous", sync)

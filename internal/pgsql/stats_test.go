@@ -1,11 +1,12 @@
-package pgdb_test
+package pgsql_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/internal/pgdb"
+	"github.com/duroq/duroq/internal/pgsql"
 	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/pgdb"
 )
 
 // StatsGuard analyses a table without planner statistics once it is large enough to
@@ -37,7 +38,7 @@ func TestStatsGuardAnalysesLargeTablesWithoutStatistics(t *testing.T) {
 		return n > 0
 	}
 
-	g := &pgdb.StatsGuard{DB: db, Tables: []string{"big", "small"}}
+	g := &pgsql.StatsGuard{DB: db, Tables: []string{"big", "small"}}
 	g.Ensure()
 	deadline := time.Now().Add(10 * time.Second)
 	for !analysed("big") {

@@ -1,4 +1,4 @@
-package runtimetest_test
+package readme_test
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func registry() *runtime.Registry {
 
 // A 24-hour timer fires at once on the virtual clock, and the payment activity is
 // stubbed; a second customer cancels after three hours of virtual time.
-func ExampleEnv() {
+func Example_runtimetest() {
 	env, err := runtimetest.New(registry(), runtimetest.Options{
 		Activities: map[string]runtime.Activity{
 			"Charge": func(_ *runtime.ActivityContext, customer string) (string, error) { return "charged " + customer, nil },
@@ -60,7 +60,7 @@ func ExampleEnv() {
 // A replay test: histories recorded with one version of the code (here recorded by
 // an Env; in production exported with `duroq export`) are replayed against changed
 // code, which would break the instances that run them.
-func ExampleReplayExecutions() {
+func Example_replayExecutions() {
 	ctx := context.Background()
 	env, _ := runtimetest.New(registry(), runtimetest.Options{Activities: map[string]runtime.Activity{
 		"Charge": func(*runtime.ActivityContext, string) (string, error) { return "ok", nil },

@@ -1,4 +1,4 @@
-package sqlite_test
+package readme_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // The event store (README): an append-only stream on a SQLite file, read back in
 // sequence order; a duplicate sequence number is refused.
-func Example() {
+func Example_eventStore() {
 	dir, err := os.MkdirTemp("", "duroq-example")
 	if err != nil {
 		panic(err)

@@ -1,6 +1,6 @@
-// Package sqlitedbtest checks, for the tests of duroq's SQLite backends, that a closed
+// Package sqliteconntest checks, for the tests of duroq's SQLite backends, that a closed
 // database left everything in its main file.
-package sqlitedbtest
+package sqliteconntest
 
 import (
 	"net/url"

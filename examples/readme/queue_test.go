@@ -1,4 +1,4 @@
-package sqlite_test
+package readme_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // The queue in 30 seconds (README): per-customer ordered events on a SQLite file, a
 // failure retried without reordering, a poison message dead-lettered with its
 // reason, then redriven.
-func Example() {
+func Example_queue() {
 	dir, err := os.MkdirTemp("", "duroq-example")
 	if err != nil {
 		panic(err)

@@ -1,4 +1,4 @@
-package sqlitedb
+package sqliteconn
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func TestWatcherSeesOtherCommits(t *testing.T) {
 // A watcher of an in-memory database watches nothing, and closing a database stops
 // its watcher (Close returns; the subscription's end does not hang).
 func TestWatcherOffAndClose(t *testing.T) {
-	mem, err := Open(":memory:", Options{})
+	mem, err := Open(":memory:", "NORMAL", time.Second, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestWatcherOffAndClose(t *testing.T) {
 
 func open(t *testing.T, path string) *sqlx.DB {
 	t.Helper()
-	db, err := Open(path, Options{})
+	db, err := Open(path, "NORMAL", 10*time.Second, 8)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/internal/sqlitedb"
-	"github.com/duroq/duroq/internal/sqlitedb/sqlitedbtest"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/duroq/duroq/internal/sqliteconn"
+	"github.com/duroq/duroq/internal/sqliteconn/sqliteconntest"
+	"github.com/duroq/duroq/sqlitedb"
 )
 
 // openWritten opens a database at a fresh path, writes a row through the writer (which
@@ -22,7 +24,7 @@ func openWritten(t *testing.T, o sqlitedb.Options) (*sqlx.DB, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	err = sqlitedb.WriterOf(db).Run(context.Background(), func(tx *sqlx.Tx) error {
+	err = sqliteconn.WriterOf(db).Run(context.Background(), func(tx *sqlx.Tx) error {
 		_, err := tx.Exec("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (42)")
 		return err
 	})
@@ -39,7 +41,7 @@ func openWritten(t *testing.T, o sqlitedb.Options) (*sqlx.DB, string) {
 func checkRow(t *testing.T, path string) {
 	t.Helper()
 	var x int
-	if err := sqlitedbtest.ClosedFile(t, path).Get(&x, "SELECT x FROM t"); err != nil || x != 42 {
+	if err := sqliteconntest.ClosedFile(t, path).Get(&x, "SELECT x FROM t"); err != nil || x != 42 {
 		t.Fatalf("the copy of the closed file reads %d, %v; want 42", x, err)
 	}
 }
@@ -56,7 +58,7 @@ func TestCloseLeavesEverythingInTheFile(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	err := sqlitedb.WriterOf(db).Run(context.Background(), func(*sqlx.Tx) error { return nil })
+	err := sqliteconn.WriterOf(db).Run(context.Background(), func(*sqlx.Tx) error { return nil })
 	if !closedDB(err) {
 		t.Fatalf("a write after Close: %v, want the database closed", err)
 	}

@@ -1,0 +1,67 @@
+// Package pgdb opens a PostgreSQL database (through pgx's database/sql driver) with
+// the settings duroq's PostgreSQL backends (mq/postgres, eventstore/postgres,
+// pgprovider) are built for. Open one database and pass it to several backends to
+// let them commit together.
+package pgdb
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/duroq/duroq/internal/pgsql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+)
+
+// Options tune Open. The zero value gives the documented defaults.
+type Options struct {
+	// Schema holds duroq's tables (default "public"); it is created if missing and set
+	// as every connection's search_path, so several deployments (or tests) can share
+	// one database.
+	Schema string
+	// MaxOpenConns bounds the pool (default 16); long polls hold no connection while
+	// they wait, except the one LISTEN connection per backend.
+	MaxOpenConns int
+	// ConnMaxLifetime recycles connections (default 30 minutes).
+	ConnMaxLifetime time.Duration
+}
+
+// Open connects to the database at dsn (a postgres:// URL or key=value string).
+func Open(ctx context.Context, dsn string, o Options) (*sqlx.DB, error) {
+	if o.Schema == "" {
+		o.Schema = "public"
+	}
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = 16
+	}
+	if o.ConnMaxLifetime <= 0 {
+		o.ConnMaxLifetime = 30 * time.Minute
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
+	}
+	// Create the schema with a plain connection first: search_path must name an
+	// existing schema to take effect.
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{o.Schema}.Sanitize())
+	conn.Close(ctx)
+	if err != nil && !pgsql.IsUniqueViolation(err) { // two processes creating it at once
+		return nil, fmt.Errorf("postgres: create schema %q: %w", o.Schema, err)
+	}
+	cfg.RuntimeParams["search_path"] = o.Schema
+	db := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
+	db.SetMaxOpenConns(o.MaxOpenConns)
+	db.SetMaxIdleConns(o.MaxOpenConns)
+	db.SetConnMaxLifetime(o.ConnMaxLifetime)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres: ping: %w", err)
+	}
+	return db, nil
+}

@@ -1,0 +1,59 @@
+// Package sqliteprovider opens the runtime's provider on one SQLite file: the
+// mq/sqlite queue and the eventstore/sqlite store on one database (package
+// sqlitedb), composed by package adapter. It is the default way to run duroq's
+// durable-execution runtime on one machine; several processes on the machine can
+// share the file.
+package sqliteprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/duroq/duroq/adapter"
+	essqlite "github.com/duroq/duroq/eventstore/sqlite"
+	mqsqlite "github.com/duroq/duroq/mq/sqlite"
+	"github.com/duroq/duroq/sqlitedb"
+)
+
+// Options tune Open. The zero value gives the documented defaults.
+type Options struct {
+	adapter.Options
+	// DB tunes the database: WAL, synchronous=NORMAL (or FULL), busy timeout, pool
+	// size (see sqlitedb.Options). Options.OnClose runs after the database is closed.
+	DB sqlitedb.Options
+}
+
+// Open opens (creating if needed) the SQLite file at path, applies the queue's and
+// the event store's migrations (idempotent, safe when several processes open the
+// file at once) and returns the provider. Its Close closes the database and returns
+// once it is closed: when no other process has the file open, its WAL is
+// checkpointed and the -wal and -shm files are removed, so the file alone holds the
+// final state.
+func Open(path string, o Options) (*adapter.Provider, error) {
+	db, err := sqlitedb.Open(path, o.DB)
+	if err != nil {
+		return nil, err
+	}
+	q := mqsqlite.New(db, mqsqlite.Options{Now: o.Now, Logger: o.Logger})
+	s := essqlite.New(db, essqlite.Options{Now: o.Now})
+	ctx := context.Background()
+	if err := errors.Join(q.Migrate(ctx), s.Migrate(ctx)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqliteprovider: open %s: %w", path, err)
+	}
+	then := o.OnClose
+	o.OnClose = func() error {
+		err := db.Close()
+		if then != nil {
+			err = errors.Join(err, then())
+		}
+		return err
+	}
+	p, err := adapter.New(q, s, o.Options)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return p, nil
+}
