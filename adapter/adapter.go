@@ -104,8 +104,12 @@ func NewMemory(o Options) *Provider {
 	return p
 }
 
-// Queue and Store expose the primitives the provider is built on.
-func (p *Provider) Queue() mq.MessageQueue       { return p.q }
+// Queue exposes the message queue the provider is built on (both its queues live
+// there).
+func (p *Provider) Queue() mq.MessageQueue { return p.q }
+
+// Store exposes the event store the provider keeps histories, metadata and KV
+// state in.
 func (p *Provider) Store() eventstore.EventStore { return p.s }
 
 // Close closes the queue and the store, then runs Options.OnClose.

@@ -24,10 +24,10 @@ const (
 
 // Config describes a load run.
 type Config struct {
-	Workload string
-	N        int // instances (default 1000)
-	K        int // sequential steps per instance: activities, timers or events (default 2)
-	F        int // parallel activities per fanout instance (default 5)
+	Workload string // one of the Workload constants; required
+	N        int    // instances (default 1000)
+	K        int    // sequential steps per instance: activities, timers or events (default 2)
+	F        int    // parallel activities per fanout instance (default 5)
 	// ActivityDelay is how long each activity sleeps (default 0; fanout: 10 ms; a
 	// negative delay means none, also for fanout).
 	ActivityDelay time.Duration
@@ -70,12 +70,12 @@ func (c *Config) defaults() error {
 
 // Report is the outcome of a load run.
 type Report struct {
-	Workload       string        `json:"workload"`
-	Orchestrations int           `json:"orchestrations"`
-	Activities     int           `json:"activities"`
-	Elapsed        time.Duration `json:"elapsed_ns"`
-	OrchPerSec     float64       `json:"orchestrations_per_s"`
-	ActPerSec      float64       `json:"activities_per_s"`
+	Workload       string        `json:"workload"`             // Config.Workload
+	Orchestrations int           `json:"orchestrations"`       // instances run (Config.N)
+	Activities     int           `json:"activities"`           // activities run by them (0 for timers and events)
+	Elapsed        time.Duration `json:"elapsed_ns"`           // from the runtime's start (Drive: the first start) to the last instance's end
+	OrchPerSec     float64       `json:"orchestrations_per_s"` // Orchestrations / Elapsed
+	ActPerSec      float64       `json:"activities_per_s"`     // Activities / Elapsed
 	// Latency from start request to completion.
 	P50, P95, P99 time.Duration
 	// CPUPerOrch is the process's user+system CPU time per orchestration.
@@ -83,9 +83,11 @@ type Report struct {
 	// TxPerOrch is the provider's write transactions per orchestration (0 when the
 	// provider does not count them).
 	TxPerOrch float64 `json:"write_transactions_per_orchestration"`
-	Settings  string  `json:"settings"`
+	// Settings lists the configuration the figures were measured with, for humans.
+	Settings string `json:"settings"`
 }
 
+// String renders the report on three lines: throughput, latency and cost, settings.
 func (r Report) String() string {
 	s := fmt.Sprintf("%s: %d orchestrations in %v: %.0f orchestrations/s, %.0f activities/s\n"+
 		"  latency p50 %v p95 %v p99 %v · CPU %v per orchestration",
@@ -100,6 +102,8 @@ func (r Report) String() string {
 
 // TxCounter is implemented by providers that count their write transactions.
 type TxCounter interface {
+	// WriteTransactions returns how many write transactions the provider has
+	// committed since it was opened.
 	WriteTransactions() uint64
 }
 
@@ -159,9 +163,9 @@ func Load(ctx context.Context, p runtime.Provider, cfg Config) (Report, error) {
 
 // Ended is the end of an execution, as the runtime that ran it reports it.
 type Ended struct {
-	Instance string    `json:"instance"`
-	Status   string    `json:"status"`
-	At       time.Time `json:"at"`
+	Instance string    `json:"instance"` // the instance whose execution ended
+	Status   string    `json:"status"`   // runtime.StatusCompleted, StatusFailed or StatusContinuedAsNew
+	At       time.Time `json:"at"`       // when the runtime committed the end, by its process's clock
 }
 
 // Serve runs cfg's workload on a runtime over p until ctx ends, calling ended for

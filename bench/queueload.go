@@ -30,12 +30,13 @@ type QueueConfig struct {
 
 // QueueReport is the outcome of a queue load.
 type QueueReport struct {
-	Config        QueueConfig `json:"config"`
-	EnqueuePerSec float64     `json:"enqueue_msgs_per_s"`
-	DrainPerSec   float64     `json:"drain_msgs_per_s"`
-	Batches       int64       `json:"batches"`
+	Config        QueueConfig `json:"config"`             // the configuration run, defaults filled in
+	EnqueuePerSec float64     `json:"enqueue_msgs_per_s"` // messages enqueued per second, in batches of 100
+	DrainPerSec   float64     `json:"drain_msgs_per_s"`   // messages consumed and acked per second by the Consumers together
+	Batches       int64       `json:"batches"`            // batches the handlers received (Messages/Batches is the mean batch size)
 }
 
+// String renders the report on one line.
 func (r QueueReport) String() string {
 	keys := "un-keyed"
 	if r.Config.PerKey > 0 {
@@ -136,12 +137,13 @@ func cycle(ctx context.Context, q mq.MessageQueue, queue string) error {
 
 // CycleReport is the outcome of QueueCycle.
 type CycleReport struct {
-	Cycles int           `json:"cycles"`
-	PerSec float64       `json:"cycles_per_s"`
-	P50    time.Duration `json:"p50_ns"`
-	P99    time.Duration `json:"p99_ns"`
+	Cycles int           `json:"cycles"`       // cycles run
+	PerSec float64       `json:"cycles_per_s"` // cycles per second, one at a time
+	P50    time.Duration `json:"p50_ns"`       // the median duration of one cycle
+	P99    time.Duration `json:"p99_ns"`       // the 99th percentile duration of one cycle
 }
 
+// String renders the report on one line.
 func (r CycleReport) String() string {
 	return fmt.Sprintf("queue cycle (Enqueue, DequeueBatch, Ack), one message at a time, %d cycles: %.0f cycles/s, latency p50 %v p99 %v",
 		r.Cycles, r.PerSec, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond))

@@ -13,12 +13,14 @@ import (
 type RuntimeFactory struct {
 	// New returns a new, empty provider; the suite closes it.
 	New func(t *testing.T) runtime.Provider
-	// NewStore and Open, when both are set, make the crash-recovery cases possible:
+	// NewStore and Open, when both are set, make the crash-recovery and
+	// cross-process cases possible. Without them those cases skip, saying so.
 	// NewStore creates an empty durable store and returns its location (a string a
-	// child process can open), Open opens a provider on a location. Without them
-	// those cases skip, saying so.
+	// child process can open).
 	NewStore func(t *testing.T) string
-	Open     func(location string) (runtime.Provider, error)
+	// Open opens a provider on a location NewStore returned, in the test's process
+	// or in a child process it starts; the caller closes the provider.
+	Open func(location string) (runtime.Provider, error)
 }
 
 // runtimeCase is one end-to-end scenario.

@@ -74,9 +74,9 @@ func compareInt64(a, b int64) int {
 
 // StreamNode is what the deletion plan needs to know about a stream.
 type StreamNode struct {
-	Stream string
-	Parent string
-	Status Status
+	Stream string // the stream's id
+	Parent string // its parent stream; "" for a root
+	Status Status // the status of its current partition (Running refuses a delete without Force)
 }
 
 // StreamGraph gives the deletion plan read access to a backend's streams (inside the

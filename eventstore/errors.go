@@ -31,11 +31,12 @@ var (
 // ConflictError names the sequence number Append found already stored. It matches
 // ErrConflict.
 type ConflictError struct {
-	Stream    string
-	Partition int64
-	Seq       int64
+	Stream    string // the stream appended to
+	Partition int64  // the partition appended to
+	Seq       int64  // the sequence number already stored there
 }
 
+// Error says which sequence number of which stream and partition exists.
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("eventstore: append stream %q partition %d: sequence number %d already exists",
 		e.Stream, e.Partition, e.Seq)
@@ -47,12 +48,13 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // CorruptError names a stored event that cannot be decoded. It matches ErrCorrupt.
 type CorruptError struct {
 	Op        string // the reading operation, e.g. "read"
-	Stream    string
-	Partition int64
-	Seq       int64
+	Stream    string // the stream of the damaged event
+	Partition int64  // its partition
+	Seq       int64  // its sequence number
 	Reason    string // e.g. "checksum mismatch"
 }
 
+// Error names the operation, the event and why it cannot be decoded.
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("eventstore: %s stream %q partition %d: event %d is corrupt: %s",
 		e.Op, e.Stream, e.Partition, e.Seq, e.Reason)
@@ -63,10 +65,11 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
 // NotFoundError names the unknown stream. It matches ErrNotFound.
 type NotFoundError struct {
-	Op     string
-	Stream string
+	Op     string // the operation, e.g. "stats"
+	Stream string // the unknown stream
 }
 
+// Error names the operation and the unknown stream.
 func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("eventstore: %s stream %q: not found", e.Op, e.Stream)
 }
@@ -80,11 +83,13 @@ type InvalidError struct {
 	Op     string // the operation, e.g. "append"
 	Stream string // may be empty
 	Field  string // the offending field, e.g. "event 2: Seq"
-	Reason string
+	Reason string // what is wrong with it, e.g. "a stream cannot be its own parent"
 	// TooLarge marks a size limit violation (matches ErrTooLarge instead of ErrInvalid).
 	TooLarge bool
 }
 
+// Error names the operation, the stream (when there is one), the field and the
+// reason.
 func (e *InvalidError) Error() string {
 	if e.Stream == "" {
 		return fmt.Sprintf("eventstore: %s: %s: %s", e.Op, e.Field, e.Reason)
@@ -103,12 +108,13 @@ func (e *InvalidError) Is(target error) bool {
 // RefusedError explains why Delete refused a stream. It matches its Kind, ErrRunning
 // or ErrNotRoot.
 type RefusedError struct {
-	Op     string
-	Stream string
-	Kind   error // ErrRunning or ErrNotRoot
-	Reason string
+	Op     string // the operation, e.g. "delete"
+	Stream string // the stream refused (listed, or a descendant of a listed one)
+	Kind   error  // ErrRunning or ErrNotRoot
+	Reason string // for humans, with what to do instead
 }
 
+// Error names the operation, the stream and the reason.
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("eventstore: %s stream %q: %s", e.Op, e.Stream, e.Reason)
 }

@@ -53,30 +53,33 @@ type Event struct {
 
 // StreamInfo is the metadata of a stream.
 type StreamInfo struct {
-	Stream  string
+	Stream  string // the stream's id
 	Name    string // "" until set by Update
 	Version string // "" until set by Update
 	Parent  string // "" for a root stream
 	// Status, Output, PinnedVersion and CompletedAt are those of the current partition.
-	Status           Status
-	Output           *string
-	PinnedVersion    *string
-	CompletedAt      time.Time // zero unless the current partition has ended
+	Status        Status
+	Output        *string   // the current partition's output; nil until an Update sets it
+	PinnedVersion *string   // the current partition's pinned version; nil until an Update sets it
+	CompletedAt   time.Time // zero unless the current partition has ended
+	// CurrentPartition is the highest partition ever written (≥ 1 for a stored
+	// stream).
 	CurrentPartition int64
-	// CustomStatus is nil when never set or cleared; CustomStatusVersion counts every
-	// set and clear (0 for a new stream).
-	CustomStatus        *string
+	// CustomStatus is nil when never set or cleared.
+	CustomStatus *string
+	// CustomStatusVersion counts every set and clear of CustomStatus (0 for a new
+	// stream); Metadata.CustomStatus compares its lastSeen against it.
 	CustomStatusVersion int64
-	CreatedAt           time.Time
+	CreatedAt           time.Time // when the stream's first Append or Update stored it
 	UpdatedAt           time.Time // the last write of any kind to the stream
 }
 
 // PartitionInfo is the metadata of one partition.
 type PartitionInfo struct {
-	Partition     int64
-	Status        Status // Running when created
-	Output        *string
-	PinnedVersion *string
+	Partition     int64     // the partition's number, ≥ 1
+	Status        Status    // Running when created
+	Output        *string   // nil until an Update sets it
+	PinnedVersion *string   // nil until an Update sets it
 	StartedAt     time.Time // when the partition was created
 	CompletedAt   time.Time // when a status that ends the partition was set; else zero
 	Events        int64     // number of stored events
@@ -88,8 +91,10 @@ type StreamUpdate struct {
 	// Partition is the partition Status, Output and PinnedVersion belong to (≥ 1).
 	// The partition is created if missing and becomes current if it is the highest.
 	Partition int64
-	Name      *string
-	Version   *string
+	// Name sets the stream's name (in duroq, the orchestration's name).
+	Name *string
+	// Version sets the stream's version (in duroq, the orchestration's version).
+	Version *string
 	// Parent links the stream to its parent stream (empty clears the link). A stream
 	// cannot be its own parent.
 	Parent *string
@@ -97,6 +102,8 @@ type StreamUpdate struct {
 	// completion time and merges into the KV store the delta written for this
 	// partition and earlier ones (see KVStore), in the same atomic step.
 	Status *Status
+	// Output sets the partition's output (in duroq, the ended execution's result,
+	// failure message or continue-as-new input).
 	Output *string
 	// PinnedVersion is overwritten whenever given (keeping it write-once is the
 	// caller's business).
@@ -107,20 +114,21 @@ type StreamUpdate struct {
 // CommitManyTx): Events appended to Update.Partition, then Update applied, as Append
 // then Update would.
 type StreamCommit struct {
-	Stream string
-	Events []Event
-	Update StreamUpdate
+	Stream string       // the stream written
+	Events []Event      // appended to Update.Partition first; may be empty
+	Update StreamUpdate // applied after the events
 }
 
 // StreamState is what a bulk read of streams (the SQL backends' ReadStatesTx) holds
 // of one stream: what Stream, Read of the current partition and KVSnapshot say.
 type StreamState struct {
-	Info   StreamInfo
-	Events []Event
+	Info   StreamInfo // what Stream says
+	Events []Event    // the current partition's events, in sequence order
 	// Corrupt is the *CorruptError of an event that failed its check (Events is
 	// then nil).
 	Corrupt error
-	KV      map[string]KVEntry
+	// KV is the stream's KV store without the delta, as KVSnapshot returns it.
+	KV map[string]KVEntry
 }
 
 // StreamFilter selects streams. Conditions are ANDed; the zero value selects all.
@@ -136,7 +144,7 @@ type StreamFilter struct {
 // CustomStatus is a stream's custom status and its version.
 type CustomStatus struct {
 	Value   *string // nil when cleared or never set
-	Version int64
+	Version int64   // counts every set and clear; 0 when never set
 }
 
 // KVOp is the kind of a KVMutation.
@@ -151,7 +159,7 @@ const (
 
 // KVMutation is one change of a stream's KV state.
 type KVMutation struct {
-	Op    KVOp
+	Op    KVOp   // what the mutation does; the zero KVOp is invalid
 	Key   string // required for KVSet and KVClear; at most MaxNameSize bytes
 	Value string // for KVSet; may be empty; at most MaxValueSize bytes
 	// At is when the mutation happened (the caller's clock, for example the time the
@@ -161,7 +169,7 @@ type KVMutation struct {
 
 // KVEntry is one stored key.
 type KVEntry struct {
-	Value     string
+	Value     string    // the key's value (may be empty)
 	Partition int64     // the partition that wrote it
 	UpdatedAt time.Time // KVMutation.At of the write
 }
@@ -181,8 +189,8 @@ type DeleteOptions struct {
 type DeleteResult struct {
 	StreamIDs  []string // the deleted streams, descendants included, in id order
 	Streams    int      // len(StreamIDs)
-	Partitions int64
-	Events     int64
+	Partitions int64    // partitions of the deleted streams
+	Events     int64    // events of the deleted streams
 }
 
 // PruneOptions choose the partitions Prune removes. A partition is removed when it is
@@ -190,33 +198,33 @@ type DeleteResult struct {
 // before CompletedBefore. The current partition and Running partitions are always
 // kept.
 type PruneOptions struct {
-	KeepLast        int // ≥ 0; 0 and 1 both keep only the current partition
-	CompletedBefore time.Time
+	KeepLast        int       // ≥ 0; 0 and 1 both keep only the current partition
+	CompletedBefore time.Time // when set, only partitions that ended before it go; zero: any age
 }
 
 // PruneResult reports what a prune removed.
 type PruneResult struct {
-	Streams    int // streams examined
-	Partitions int64
-	Events     int64
+	Streams    int   // streams examined
+	Partitions int64 // partitions removed
+	Events     int64 // events removed with them
 }
 
 // Stats describes one stream: its current partition's events and its KV state as
 // readers see it (delta over store, tombstones excluded).
 type Stats struct {
-	Partition    int64
-	Events       int64
-	EventBytes   int64
-	KVKeys       int
-	KVValueBytes int64
+	Partition    int64 // the current partition
+	Events       int64 // events stored in the current partition
+	EventBytes   int64 // sum of those events' Data lengths
+	KVKeys       int   // live keys (delta over store, cleared keys excluded)
+	KVValueBytes int64 // sum of the live keys' value lengths
 }
 
 // Totals describes the whole store.
 type Totals struct {
-	Streams    int64
-	Partitions int64
-	Events     int64
-	ByStatus   map[Status]int64 // streams per status
+	Streams    int64            // stored streams
+	Partitions int64            // stored partitions, of all streams
+	Events     int64            // stored events, of all partitions
+	ByStatus   map[Status]int64 // streams per status (that of their current partition)
 }
 
 // Log is the append-only event log.

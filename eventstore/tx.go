@@ -25,22 +25,36 @@ type TxStore interface {
 // of the EventStore method of the same name (errors included). Within one
 // transaction apply KV mutations before the Update that ends the partition.
 type StoreTx interface {
+	// Stream returns the metadata of a stream, as Metadata.Stream.
 	Stream(ctx context.Context, stream string) (StreamInfo, error)
+	// Read returns the events of a partition, as Log.Read.
 	Read(ctx context.Context, stream string, partition int64) ([]Event, error)
+	// KVSnapshot returns the KV store without the delta, as KVStore.KVSnapshot.
 	KVSnapshot(ctx context.Context, stream string) (map[string]KVEntry, error)
 	// ReadStates reads what Stream, Read of the current partition and KVSnapshot say
 	// of each existing stream of streams (absent streams are left out).
 	ReadStates(ctx context.Context, streams []string) (map[string]*StreamState, error)
+	// Append adds events to a partition of a stream, as Log.Append.
 	Append(ctx context.Context, stream string, partition int64, events []Event) error
+	// Update applies a metadata change, as Metadata.Update.
 	Update(ctx context.Context, stream string, u StreamUpdate) error
 	// Commit appends and updates each commit's stream, as Append then Update would.
 	Commit(ctx context.Context, commits []StreamCommit) error
+	// SetCustomStatus sets (nil: clears) the custom status and returns its new
+	// version, as Metadata.SetCustomStatus.
 	SetCustomStatus(ctx context.Context, stream string, value *string) (int64, error)
+	// ApplyKV applies KV mutations to the delta, as KVStore.ApplyKV.
 	ApplyKV(ctx context.Context, stream string, partition int64, muts []KVMutation) error
+	// ListStreams returns the ids of the streams f selects, as Metadata.ListStreams.
 	ListStreams(ctx context.Context, f StreamFilter) ([]string, error)
+	// Delete removes streams with their descendants, as Admin.Delete.
 	Delete(ctx context.Context, streams []string, o DeleteOptions) (DeleteResult, error)
+	// DeleteWhere deletes the root streams f selects with their descendants, as
+	// Admin.DeleteWhere.
 	DeleteWhere(ctx context.Context, f StreamFilter) (DeleteResult, error)
+	// Prune removes old partitions of a stream, as Admin.Prune.
 	Prune(ctx context.Context, stream string, o PruneOptions) (PruneResult, error)
+	// PruneWhere prunes every stream f selects, as Admin.PruneWhere.
 	PruneWhere(ctx context.Context, f StreamFilter, o PruneOptions) (PruneResult, error)
 }
 

@@ -30,10 +30,11 @@ type Handler func(ctx context.Context, b *Batch) error
 // MessageError reports that message Index of a batch (an index into
 // Batch.Messages) failed with Err. See Handler.
 type MessageError struct {
-	Index int
-	Err   error
+	Index int   // the failed message's index in Batch.Messages
+	Err   error // why it failed
 }
 
+// Error names the failed message's index and its error.
 func (e *MessageError) Error() string {
 	return fmt.Sprintf("mq: message %d of the batch failed: %v", e.Index, e.Err)
 }
@@ -103,14 +104,21 @@ type ConsumerOptions struct {
 	// OnDeadLetter, if set, is called once for each dead-lettered (or discarded)
 	// message, with its batch and the handler's error, after the queue applied it.
 	OnDeadLetter func(b *Batch, d Delivery, err error)
-	// MaxMessages and MaxBytes bound each batch (see DequeueOptions). Zero means the
-	// DequeueOptions defaults (DefaultMaxMessages, DefaultMaxBytes); negative means
-	// no bound.
+	// MaxMessages bounds the messages of each keyed batch (see
+	// DequeueOptions.MaxMessages). Zero means DefaultMaxMessages; negative means no
+	// bound.
 	MaxMessages int
-	MaxBytes    int
-	// Tags, Session and KeyAttr are passed to every fetch.
-	Tags    TagFilter
+	// MaxBytes bounds the payload bytes of each keyed batch (see
+	// DequeueOptions.MaxBytes). Zero means DefaultMaxBytes; negative means no bound.
+	MaxBytes int
+	// Tags selects the messages fetched by their tag, as DequeueOptions.Tags; the
+	// zero value accepts every tag.
+	Tags TagFilter
+	// Session, when set, fetches for Session.Owner with session affinity, as
+	// DequeueOptions.Session; nil fetches only session-less messages.
 	Session *SessionOptions
+	// KeyAttr, when set, fetches only keyed messages whose routing key's attribute
+	// it accepts, as DequeueOptions.KeyAttr; nil accepts every key.
 	KeyAttr *AttrFilter
 	// ShutdownGrace is how long Run lets running handlers finish after its context
 	// ends before cancelling theirs. Default 30s.

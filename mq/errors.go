@@ -30,10 +30,11 @@ var (
 type InvalidError struct {
 	Op     string // the operation, e.g. "enqueue"
 	Field  string // the offending field, e.g. "message 2: Queue"
-	Reason string
+	Reason string // what is wrong with it
 	kind   error
 }
 
+// Error names the operation, the field and the reason.
 func (e *InvalidError) Error() string {
 	return fmt.Sprintf("mq: %s: %s: %s", e.Op, e.Field, e.Reason)
 }
@@ -53,9 +54,10 @@ func invalid(op, field, reason string) error {
 // DuplicateKeyError names the message key that is already pending. It matches
 // ErrDuplicateKey with errors.Is.
 type DuplicateKeyError struct {
-	Op, Queue, Key string
+	Op, Queue, Key string // the operation (e.g. "enqueue"), the queue and the message key
 }
 
+// Error names the operation, the key and the queue (both clipped to about 200 bytes).
 func (e *DuplicateKeyError) Error() string {
 	return fmt.Sprintf("mq: %s: message key %q is already pending in queue %q", e.Op, Clip(e.Key), Clip(e.Queue))
 }
@@ -65,9 +67,10 @@ func (e *DuplicateKeyError) Is(target error) bool { return target == ErrDuplicat
 
 // LockLostError reports a lock token that is not held. It matches ErrLockLost.
 type LockLostError struct {
-	Op, Token string
+	Op, Token string // the operation (e.g. "ack") and the lock token it was given
 }
 
+// Error names the operation and the token (clipped to about 200 bytes).
 func (e *LockLostError) Error() string {
 	return fmt.Sprintf("mq: %s: lock token %q is not held (unknown, lapsed, or its batch was taken away)", e.Op, Clip(e.Token))
 }
@@ -99,6 +102,7 @@ type SettleError struct {
 	Lost map[int]error
 }
 
+// Error counts the lost settlements and gives the error of the first one.
 func (e *SettleError) Error() string {
 	if len(e.Lost) == 0 {
 		return "mq: settle: no settlement lost its lock"

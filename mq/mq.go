@@ -62,15 +62,15 @@ type Delivery struct {
 	Payload    []byte    // never nil
 	Attempt    int       // 1 on the first delivery; incremented by every fetch
 	EnqueuedAt time.Time // when Enqueue accepted the message
-	Tag        string
-	Session    string
-	Key        string
+	Tag        string    // Message.Tag as enqueued ("" = untagged)
+	Session    string    // Message.Session as enqueued ("" = none)
+	Key        string    // Message.Key as enqueued ("" = none)
 }
 
 // Batch is what DequeueBatch hands to one consumer: the messages it now owns under
 // one lock token.
 type Batch struct {
-	Queue       string
+	Queue       string     // the queue the batch was taken from
 	RoutingKey  string     // empty for an un-keyed message (then len(Messages) == 1)
 	Messages    []Delivery // in enqueue order
 	Token       string     // the lock token: Ack, Abandon and Renew take it
@@ -134,12 +134,14 @@ type SessionOptions struct {
 
 // AttrFilter selects routing keys by their integer attribute.
 type AttrFilter struct {
+	// Ranges are the accepted attribute values: a key passes when it has no
+	// attribute or its attribute is in one of them. Empty accepts no key at all.
 	Ranges []AttrRange
 }
 
 // AttrRange is an inclusive range of attribute values.
 type AttrRange struct {
-	Min, Max int64
+	Min, Max int64 // the smallest and the largest accepted value
 }
 
 // Accepts reports whether a routing key with the given attribute (nil: none) passes
@@ -226,26 +228,28 @@ type PeekOptions struct {
 
 // MessageInfo describes a stored message, as Peek sees it.
 type MessageInfo struct {
-	ID         int64
-	Queue      string
-	RoutingKey string
-	Payload    []byte // never nil
-	Attempt    int    // how many times it was fetched (redrive resets it to zero)
-	EnqueuedAt time.Time
+	ID         int64     // unique per backend, increasing in enqueue order; kept when dead-lettered or redriven
+	Queue      string    // the queue that holds it now
+	RoutingKey string    // "" for an un-keyed message
+	Payload    []byte    // never nil
+	Attempt    int       // how many times it was fetched (redrive resets it to zero)
+	EnqueuedAt time.Time // when Enqueue accepted it
 	VisibleAt  time.Time // while locked: when the lock lapses
 	Locked     bool      // held by a consumer under a live lock
-	Tag        string
-	Session    string
-	Key        string
+	Tag        string    // "" = untagged
+	Session    string    // "" = none
+	Key        string    // the message key; "" = none
 	// LastError is the Reason of its last failed attempt ("" if none or none given).
 	LastError string
-	// FirstFailedAt and LastFailedAt are the times of its first and last failed
-	// attempts (zero if it never failed).
+	// FirstFailedAt is the time of its first failed attempt (zero if it never
+	// failed).
 	FirstFailedAt time.Time
-	LastFailedAt  time.Time
-	// OriginQueue is the queue a dead letter was moved from ("" for other messages)
-	// and DeadLetteredAt when.
-	OriginQueue    string
+	// LastFailedAt is the time of its last failed attempt (zero if it never failed).
+	LastFailedAt time.Time
+	// OriginQueue is the queue a dead letter was moved from ("" for other messages).
+	OriginQueue string
+	// DeadLetteredAt is when it was moved to the dead-letter queue (zero for other
+	// messages).
 	DeadLetteredAt time.Time
 }
 
@@ -271,10 +275,10 @@ type PurgeOptions struct {
 
 // LockInfo describes a live lock.
 type LockInfo struct {
-	Queue       string
-	RoutingKey  string // empty for an un-keyed message
-	LockedUntil time.Time
-	Messages    int // how many messages the lock holds
+	Queue       string    // the queue of the locked messages
+	RoutingKey  string    // empty for an un-keyed message
+	LockedUntil time.Time // when the lock lapses unless renewed
+	Messages    int       // how many messages the lock holds
 }
 
 // Stats describes the messages of one queue at one instant.

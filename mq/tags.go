@@ -23,7 +23,7 @@ const (
 // TagFilter selects messages by tag. Build one with AnyTag, DefaultOnly, Tags,
 // DefaultAnd or NoTags; the zero value is AnyTag.
 type TagFilter struct {
-	Mode TagMode
+	Mode TagMode  // which messages pass; the zero value is TagAny
 	Tags []string // the tags of TagOnly and TagDefaultAnd
 }
 

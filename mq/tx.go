@@ -26,14 +26,21 @@ type TxQueue interface {
 // of the MessageQueue method of the same name (errors included); the batch forms
 // apply them to many at once.
 type QueueTx interface {
+	// Enqueue stores the messages, as MessageQueue.Enqueue.
 	Enqueue(ctx context.Context, msgs ...Message) error
 	// DequeueBatches locks up to max batches without waiting (opts.Wait is ignored).
 	DequeueBatches(ctx context.Context, queue string, opts DequeueOptions, max int) ([]*Batch, error)
+	// Lock describes the live lock of token, as MessageQueue.Lock.
 	Lock(ctx context.Context, token string) (LockInfo, error)
 	// Ack acks every token (all or none) and says what each held, as Lock would.
 	Ack(ctx context.Context, tokens ...string) ([]LockInfo, error)
+	// Remove deletes the pending messages with the given message keys, as
+	// MessageQueue.Remove.
 	Remove(ctx context.Context, queue string, keys ...string) (int, error)
+	// RemovePrefix deletes the pending messages whose message key starts with
+	// prefix, as MessageQueue.RemovePrefix.
 	RemovePrefix(ctx context.Context, queue, prefix string) (int, error)
+	// PurgeKey deletes every message of the routing key, as MessageQueue.PurgeKey.
 	PurgeKey(ctx context.Context, queue, routingKey string) (int, error)
 	// SetKeyAttrs sets the attribute of each of keys to attrs at the same index.
 	SetKeyAttrs(ctx context.Context, queue string, keys []string, attrs []*int64) error

@@ -8,7 +8,9 @@ import (
 
 // Codec turns values of T into payloads and back.
 type Codec[T any] interface {
+	// Encode returns the payload that carries v.
 	Encode(v T) ([]byte, error)
+	// Decode returns the value a payload made by Encode carries.
 	Decode(b []byte) (T, error)
 }
 
@@ -28,8 +30,8 @@ func (JSON[T]) Decode(b []byte) (T, error) {
 // Typed is a MessageQueue seen through a Codec: values of T in, values of T out. The
 // queue itself keeps storing opaque bytes.
 type Typed[T any] struct {
-	Queue MessageQueue
-	Codec Codec[T]
+	Queue MessageQueue // the queue the values go through
+	Codec Codec[T]     // encodes and decodes the values; required (NewTyped defaults it to JSON)
 }
 
 // NewTyped returns q seen through codec (nil: JSON).

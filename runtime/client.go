@@ -25,10 +25,13 @@ const (
 
 // OrchestrationStatus is what a client sees of an instance.
 type OrchestrationStatus struct {
+	// State is where the instance is in its life; a continued-as-new instance is
+	// Running.
 	State State
-	// Name and Version are the orchestration's; while Pending, what the start asked
-	// for (Version "" = the registry's policy picks).
-	Name    string
+	// Name is the orchestration's name (while Pending, the one the start asked for).
+	Name string
+	// Version is the orchestration version the current execution runs (while
+	// Pending, the one the start asked for: "" = the registry's policy picks).
 	Version string
 	// ExecutionID is the current execution (0 while Pending).
 	ExecutionID uint64
@@ -36,9 +39,10 @@ type OrchestrationStatus struct {
 	Output string
 	// Failure describes why a Failed instance failed.
 	Failure *ErrorDetails
-	// CustomStatus is the last status the orchestration published (nil: none);
-	// CustomStatusVersion counts its changes (for WaitForStatusChange).
-	CustomStatus        *string
+	// CustomStatus is the last status the orchestration published (nil: none).
+	CustomStatus *string
+	// CustomStatusVersion counts the changes of CustomStatus (0: never set); pass it
+	// to WaitForStatusChange to wait for the next one.
 	CustomStatusVersion uint64
 	// PendingReason says why a Pending instance has not run when a runtime gave its
 	// start back saying why, with how many times it was offered, e.g.

@@ -77,11 +77,19 @@ func (e *engine) wait() {
 	}
 }
 
-// InstanceID, ExecutionID, Name and Version describe the running orchestration.
-func (c *Context) InstanceID() string  { return c.e.t.Instance }
+// InstanceID is the id of the running orchestration instance.
+func (c *Context) InstanceID() string { return c.e.t.Instance }
+
+// ExecutionID is the running execution of the instance: 1 for the first, one more
+// after each ContinueAsNew.
 func (c *Context) ExecutionID() uint64 { return c.e.t.ExecutionID }
-func (c *Context) Name() string        { return c.e.res.Name }
-func (c *Context) Version() string     { return c.e.res.Version }
+
+// Name is the orchestration's registered name.
+func (c *Context) Name() string { return c.e.res.Name }
+
+// Version is the orchestration version the execution runs, chosen when it started
+// and recorded in its history, so every replay runs the same code.
+func (c *Context) Version() string { return c.e.res.Version }
 
 // IsReplaying reports whether the code is re-running decisions already recorded in
 // history (use it to keep side effects such as logging to the first run).

@@ -23,16 +23,24 @@ type ActivityContext struct {
 	log     *slog.Logger
 }
 
-// InstanceID and ExecutionID name the orchestration execution that scheduled the
-// activity; ActivityID is its scheduling event's id.
-func (a *ActivityContext) InstanceID() string  { return a.item.Instance }
-func (a *ActivityContext) ExecutionID() uint64 { return a.item.ExecutionID }
-func (a *ActivityContext) ActivityID() uint64  { return a.item.ID }
+// InstanceID is the orchestration instance that scheduled the activity.
+func (a *ActivityContext) InstanceID() string { return a.item.Instance }
 
-// Name is the activity's name; SessionID and Tag are its routing ("" when none).
-func (a *ActivityContext) Name() string      { return a.item.Name }
+// ExecutionID is the execution of that instance that scheduled the activity.
+func (a *ActivityContext) ExecutionID() uint64 { return a.item.ExecutionID }
+
+// ActivityID is the id of the activity's ActivityScheduled event: with InstanceID
+// and ExecutionID, it names this schedule across attempts (an idempotency key).
+func (a *ActivityContext) ActivityID() uint64 { return a.item.ID }
+
+// Name is the activity's name.
+func (a *ActivityContext) Name() string { return a.item.Name }
+
+// SessionID is the session the activity runs on (OnSession; "" when none).
 func (a *ActivityContext) SessionID() string { return a.item.SessionID }
-func (a *ActivityContext) Tag() string       { return a.item.Tag }
+
+// Tag is the activity's routing tag (WithTag; "" when untagged).
+func (a *ActivityContext) Tag() string { return a.item.Tag }
 
 // Attempt counts the deliveries of this schedule (1 on the first run; more after a
 // crash or a lost lock).

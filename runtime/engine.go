@@ -33,10 +33,10 @@ const (
 // Turn is the input of one orchestration turn: the current execution's history and
 // the messages the provider fetched for it.
 type Turn struct {
-	Instance    string
-	ExecutionID uint64
-	History     []Event
-	Messages    []WorkItem
+	Instance    string     // the instance the turn runs
+	ExecutionID uint64     // its current execution (1 for a new instance)
+	History     []Event    // that execution's stored history, ordered by EventID (empty for a new execution)
+	Messages    []WorkItem // the fetched messages, applied in order
 	// KVSnapshot is the instance's KV state at the end of the previous execution.
 	KVSnapshot map[string]KVValue
 	// Now stamps the events the turn creates and schedules timers from.
@@ -53,20 +53,24 @@ type Turn struct {
 // TurnResult is what a turn decided: the events to append, the work to enqueue and the
 // execution's state afterwards.
 type TurnResult struct {
-	NewEvents           []Event
-	WorkerItems         []WorkItem
-	OrchestratorItems   []WorkItem
-	CancelledActivities []ScheduledActivityIdentifier
+	NewEvents           []Event                       // the events to append to the execution's history
+	WorkerItems         []WorkItem                    // the activities to run (ActivityExecute items)
+	OrchestratorItems   []WorkItem                    // timers, starts of children, replies to a parent, a ContinueAsNew
+	CancelledActivities []ScheduledActivityIdentifier // scheduled activities the turn gave up
 	// Status is StatusRunning unless the turn ended the execution.
-	Status  string
+	Status string
+	// Output is the result of a Completed execution, the failure message of a
+	// Failed one, or the next execution's input after ContinuedAsNew ("" while
+	// Running).
 	Output  string
 	Failure *ErrorDetails // set when Status is StatusFailed
 	// Name and Version of the orchestration, from its OrchestrationStarted event.
 	Name, Version string
-	// ParentInstance, ParentID and ParentExecutionID identify the parent of a
-	// sub-orchestration.
-	ParentInstance    string
-	ParentID          uint64
+	// ParentInstance is the parent of a sub-orchestration ("" for a root).
+	ParentInstance string
+	// ParentID is the parent's SubOrchestrationScheduled event id.
+	ParentID uint64
+	// ParentExecutionID is the parent's execution that scheduled this one.
 	ParentExecutionID uint64
 	// CustomStatus is the last custom-status decision of the turn (nil: unchanged).
 	CustomStatus **string
@@ -795,10 +799,11 @@ func (e *engine) finish() TurnResult {
 
 // ActivityError is the error a failed activity's future returns.
 type ActivityError struct {
-	Name    string
-	Details *ErrorDetails
+	Name    string        // the activity's name
+	Details *ErrorDetails // the recorded failure (Application, or Poison after too many attempts)
 }
 
+// Error names the activity and renders the failure (DisplayMessage).
 func (e *ActivityError) Error() string {
 	if e.Details == nil {
 		return "activity failed"
@@ -808,10 +813,11 @@ func (e *ActivityError) Error() string {
 
 // SubOrchestrationError is the error a failed sub-orchestration's future returns.
 type SubOrchestrationError struct {
-	Instance string
-	Details  *ErrorDetails
+	Instance string        // the child instance
+	Details  *ErrorDetails // why it failed, as its OrchestrationFailed event says
 }
 
+// Error names the child instance and renders the failure (DisplayMessage).
 func (e *SubOrchestrationError) Error() string {
 	return "sub-orchestration " + e.Instance + " failed: " + e.Details.DisplayMessage()
 }

@@ -26,10 +26,11 @@ var (
 // again; a permanent one (a lost lock, a duplicate event, bad input) will not.
 type ProviderError struct {
 	Op        string // the provider operation, e.g. "ack_orchestration_item"
-	Retryable bool
-	Err       error
+	Retryable bool   // whether trying the operation again may succeed
+	Err       error  // the failure, often wrapping one of the sentinel errors above
 }
 
+// Error names the operation, whether the failure is retryable, and the failure.
 func (e *ProviderError) Error() string {
 	kind := "permanent"
 	if e.Retryable {
@@ -38,6 +39,7 @@ func (e *ProviderError) Error() string {
 	return fmt.Sprintf("provider %s (%s): %v", e.Op, kind, e.Err)
 }
 
+// Unwrap returns Err, so errors.Is sees the sentinel errors it wraps.
 func (e *ProviderError) Unwrap() error { return e.Err }
 
 // Permanent wraps err from op as a permanent provider error.

@@ -19,12 +19,14 @@ type FetchOptions struct {
 
 // WorkFetchOptions tune FetchWorkItem.
 type WorkFetchOptions struct {
-	LockTimeout Duration
-	PollTimeout Duration
+	LockTimeout Duration // how long the item stays locked without a renewal
+	PollTimeout Duration // how long a long-polling provider may wait for work; 0 = return at once
 	// Session, when nil, fetches only items without a session; when set, also items of
 	// sessions the owner holds or can claim.
 	Session *SessionFetchConfig
-	Tags    TagFilter
+	// Tags selects the items by their tag; the zero value fetches untagged items
+	// only.
+	Tags TagFilter
 }
 
 // Provider is the storage contract the runtime runs on: two peek-lock queues
@@ -56,7 +58,13 @@ type Provider interface {
 	// orchestration atomically. It fails when the lock lapsed or the item was
 	// cancelled (removed), and then changes nothing.
 	AckWorkItem(ctx context.Context, token string, completion *WorkItem) error
+	// AbandonWorkItem releases the item's lock; it becomes visible again after delay.
+	// ignoreAttempt undoes the fetch's attempt count (never below zero). A lost lock
+	// fails it.
 	AbandonWorkItem(ctx context.Context, token string, delay Duration, ignoreAttempt bool) error
+	// RenewWorkItemLock extends a live lock to extend from now; it fails on a lost
+	// one (lapsed, or the item was cancelled). A renewal counts as activity of the
+	// item's session.
 	RenewWorkItemLock(ctx context.Context, token string, extend Duration) error
 	// RenewSessionLock extends the live, non-idle sessions of owners; returns how many.
 	RenewSessionLock(ctx context.Context, owners []string, extend, idleTimeout Duration) (int, error)
@@ -79,37 +87,61 @@ type Provider interface {
 
 	// GetCustomStatus returns the custom status when its version is above lastSeen.
 	GetCustomStatus(ctx context.Context, instance string, lastSeen uint64) (status *string, version uint64, changed bool, err error)
-	// GetKVValue and GetKVAllValues read the live KV view (current execution's writes
-	// over the stored state).
+	// GetKVValue reads a key of the live KV view (the current execution's writes over
+	// the stored state); ok is false when the key or the instance does not exist.
 	GetKVValue(ctx context.Context, instance, key string) (value string, ok bool, err error)
+	// GetKVAllValues reads the whole live KV view, as GetKVValue reads one key
+	// (empty for an unknown instance).
 	GetKVAllValues(ctx context.Context, instance string) (map[string]string, error)
 	// GetInstanceStats describes the instance (nil for an unknown instance).
 	GetInstanceStats(ctx context.Context, instance string) (*SystemStats, error)
 
+	// Close releases the provider's resources; every later call fails with
+	// ErrClosed. Stored state stays (for durable providers).
 	Close() error
 }
 
 // ManagedProvider is implemented by providers that offer the management API.
 type ManagedProvider interface {
 	Provider
+	// Management returns the provider's management API (Client.Admin returns it).
 	Management() ProviderAdmin
 }
 
 // ProviderAdmin lists, inspects, deletes and prunes instances.
 type ProviderAdmin interface {
+	// ListInstances returns the ids of every stored instance.
 	ListInstances(ctx context.Context) ([]string, error)
+	// ListInstancesByStatus returns the ids of the instances whose current
+	// execution has status (StatusRunning, StatusCompleted, ...).
 	ListInstancesByStatus(ctx context.Context, status string) ([]string, error)
+	// ListExecutions returns the instance's execution ids in ascending order (empty
+	// for an unknown instance).
 	ListExecutions(ctx context.Context, instance string) ([]uint64, error)
+	// ReadHistoryWithExecutionID returns one execution's history, as
+	// Provider.ReadWithExecution.
 	ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]Event, error)
+	// ReadHistory returns the latest execution's history, as Provider.Read.
 	ReadHistory(ctx context.Context, instance string) ([]Event, error)
+	// LatestExecutionID returns the instance's current execution; an unknown
+	// instance is an error (ErrNotFound).
 	LatestExecutionID(ctx context.Context, instance string) (uint64, error)
+	// GetInstanceInfo describes an instance; an unknown instance is an error
+	// (ErrNotFound).
 	GetInstanceInfo(ctx context.Context, instance string) (InstanceInfo, error)
+	// GetExecutionInfo describes one execution of an instance; an unknown instance
+	// or execution is an error (ErrNotFound).
 	GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (ExecutionInfo, error)
+	// GetSystemMetrics counts what the provider stores.
 	GetSystemMetrics(ctx context.Context) (SystemMetrics, error)
+	// GetQueueDepths counts the messages pending in each queue.
 	GetQueueDepths(ctx context.Context) (QueueDepths, error)
+	// ListChildren returns the ids of the instance's sub-orchestrations (empty for
+	// an unknown instance or one without children).
 	ListChildren(ctx context.Context, instance string) ([]string, error)
 	// GetParentID returns "" for a root; an unknown instance is an error.
 	GetParentID(ctx context.Context, instance string) (string, error)
+	// GetInstanceTree returns the instance and all its descendants, breadth first.
 	GetInstanceTree(ctx context.Context, instance string) (InstanceTree, error)
 	// DeleteInstance deletes a root instance and its descendants with their queue
 	// messages. It refuses a running tree unless force, and a sub-orchestration.
@@ -120,52 +152,62 @@ type ProviderAdmin interface {
 	// DeleteInstanceBulk deletes terminal root instances matching filter, with their
 	// descendants; running ones are skipped.
 	DeleteInstanceBulk(ctx context.Context, filter InstanceFilter) (DeleteInstanceResult, error)
+	// PruneExecutions deletes old executions of an instance (history and
+	// metadata) as opts selects; the current execution and running ones stay, KV
+	// state is untouched, and running instances are pruned too.
 	PruneExecutions(ctx context.Context, instance string, opts PruneOptions) (PruneResult, error)
+	// PruneExecutionsBulk is PruneExecutions for every instance filter selects,
+	// running ones included, atomically.
 	PruneExecutionsBulk(ctx context.Context, filter InstanceFilter, opts PruneOptions) (PruneResult, error)
 }
 
 // InstanceInfo describes an instance.
 type InstanceInfo struct {
-	InstanceID           string
-	OrchestrationName    string
-	OrchestrationVersion string
-	CurrentExecutionID   uint64
-	Status               string
-	Output               *string
-	ParentInstanceID     string
-	CreatedAt, UpdatedAt time.Time
+	InstanceID           string    // the instance's id
+	OrchestrationName    string    // the orchestration's name, recorded by each execution's first turn
+	OrchestrationVersion string    // the version the current execution runs
+	CurrentExecutionID   uint64    // the latest execution (1 for the first)
+	Status               string    // the current execution's status (StatusRunning, StatusCompleted, ...)
+	Output               *string   // the current execution's output; nil while it runs
+	ParentInstanceID     string    // "" for a root instance
+	CreatedAt, UpdatedAt time.Time // when the instance was first stored, and last written to
 }
 
 // ExecutionInfo describes one execution.
 type ExecutionInfo struct {
-	ExecutionID uint64
-	Status      string
-	Output      *string
-	StartedAt   time.Time
+	ExecutionID uint64    // the execution's id (1 for the first)
+	Status      string    // StatusRunning until the execution ends
+	Output      *string   // its result, failure message or next input; nil while running
+	StartedAt   time.Time // when its first turn was stored
 	CompletedAt time.Time // zero while running
-	EventCount  uint64
+	EventCount  uint64    // events in its history
 }
 
 // SystemMetrics counts what the provider stores.
 type SystemMetrics struct {
-	TotalInstances, TotalExecutions                       uint64
-	RunningInstances, CompletedInstances, FailedInstances uint64
-	TotalEvents                                           uint64
+	TotalInstances, TotalExecutions                       uint64 // stored instances, and their stored executions
+	RunningInstances, CompletedInstances, FailedInstances uint64 // instances by the status of their current execution
+	TotalEvents                                           uint64 // stored events, of every execution
 }
 
 // QueueDepths counts pending (unacked) messages per queue.
 type QueueDepths struct {
+	// OrchestratorQueue and WorkerQueue count each queue's messages, locked and
+	// delayed ones included; TimerQueue counts the orchestrator messages not visible
+	// yet (timers, delayed retries), which OrchestratorQueue includes.
 	OrchestratorQueue, WorkerQueue, TimerQueue uint64
 }
 
 // InstanceTree is an instance and all its descendants.
 type InstanceTree struct {
-	RootID string
+	RootID string   // the instance the tree was asked for
 	AllIDs []string // the root first
 }
 
 // DeleteInstanceResult counts what a deletion removed.
 type DeleteInstanceResult struct {
+	// InstancesDeleted counts descendants too; QueueMessagesDeleted counts the
+	// deleted instances' orchestrator and worker messages.
 	InstancesDeleted, ExecutionsDeleted, EventsDeleted, QueueMessagesDeleted uint64
 }
 
@@ -185,6 +227,7 @@ type PruneOptions struct {
 
 // PruneResult counts what a prune removed.
 type PruneResult struct {
+	// InstancesProcessed counts the instances examined, pruned or not.
 	InstancesProcessed, ExecutionsDeleted, EventsDeleted uint64
 }
 
@@ -209,14 +252,14 @@ type BatchProvider interface {
 
 // TurnAck is one turn of a batched AckOrchestrationItems.
 type TurnAck struct {
-	Token string
-	Ack   OrchestrationAck
+	Token string           // the lock token of the fetched OrchestrationItem
+	Ack   OrchestrationAck // what the turn commits, as AckOrchestrationItem takes it
 }
 
 // WorkAck is one item of a batched AckWorkItems.
 type WorkAck struct {
-	Token      string
-	Completion *WorkItem
+	Token      string    // the lock token of the fetched WorkItemLease
+	Completion *WorkItem // the reply for the orchestration, as AckWorkItem takes it (nil: none)
 }
 
 // ChangeNotifier is implemented by providers that can tell a waiting client that

@@ -34,6 +34,9 @@ type Activity func(ctx *ActivityContext, input string) (string, error)
 // VersionPolicy picks the version of an orchestration started without one: the
 // latest registered (the zero value) or Exact.
 type VersionPolicy struct {
+	// Exact is the version to start ("MAJOR.MINOR.PATCH"); "" starts the latest
+	// registered. An Exact version this runtime has not registered is treated as
+	// unregistered code (offered again with backoff, then poison).
 	Exact string
 }
 

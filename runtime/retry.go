@@ -13,6 +13,8 @@ var ErrActivityTimeout = errors.New("runtime: activity attempt timed out")
 
 // Backoff computes the delay before retry attempt n+1 after attempt n failed (n ≥ 1).
 type Backoff interface {
+	// Delay returns how long to wait after the given attempt (1 for the first)
+	// failed before the next one starts; 0 retries at once.
 	Delay(attempt int) time.Duration
 }
 
@@ -23,13 +25,17 @@ type NoBackoff struct{}
 func (NoBackoff) Delay(int) time.Duration { return 0 }
 
 // FixedBackoff waits the same delay before every retry.
-type FixedBackoff struct{ Interval time.Duration }
+type FixedBackoff struct {
+	Interval time.Duration // the delay before each retry
+}
 
 // Delay implements Backoff.
 func (b FixedBackoff) Delay(int) time.Duration { return b.Interval }
 
 // LinearBackoff waits Base×attempt, capped at Max (0: no cap).
-type LinearBackoff struct{ Base, Max time.Duration }
+type LinearBackoff struct {
+	Base, Max time.Duration // the delay per attempt, and the largest delay (0: no cap)
+}
 
 // Delay implements Backoff.
 func (b LinearBackoff) Delay(attempt int) time.Duration {
@@ -38,9 +44,9 @@ func (b LinearBackoff) Delay(attempt int) time.Duration {
 
 // ExponentialBackoff waits Base×Multiplier^(attempt−1), capped at Max (0: no cap).
 type ExponentialBackoff struct {
-	Base       time.Duration
-	Multiplier float64
-	Max        time.Duration
+	Base       time.Duration // the delay before the first retry
+	Multiplier float64       // the growth per attempt; below 1 counts as 1
+	Max        time.Duration // the largest delay (0: no cap)
 }
 
 // Delay implements Backoff. A multiplier below 1 counts as 1 (delays never shrink).

@@ -73,9 +73,11 @@ type Options struct {
 	TurnTimeout time.Duration
 
 	// RuntimeVersion is the version this runtime pins new executions to (default
-	// Version); SupportedVersions is the range of pins it runs (default 0.0.0 up to
-	// RuntimeVersion).
-	RuntimeVersion    string
+	// Version); it must be a "MAJOR.MINOR.PATCH" semantic version.
+	RuntimeVersion string
+	// SupportedVersions is the range of pins this runtime runs (default 0.0.0 up to
+	// RuntimeVersion); executions pinned outside it are left to other runtimes.
+	// Providers may honour only its first range.
 	SupportedVersions *CapabilityFilter
 
 	// WorkerTags selects the activities this runtime's workers run (default: untagged
@@ -87,10 +89,15 @@ type Options struct {
 	// MaxSessionsPerRuntime caps the sessions this runtime serves at once (default 10).
 	MaxSessionsPerRuntime int
 	// SessionLockTimeout is the lease of a session (default 30 s), renewed while the
-	// session is active; SessionIdleTimeout ends an inactive session (default 5 min);
-	// SessionCleanupInterval is how often lapsed sessions are swept (default 5 min).
-	SessionLockTimeout     time.Duration
-	SessionIdleTimeout     time.Duration
+	// session is active.
+	SessionLockTimeout time.Duration
+	// SessionIdleTimeout ends an inactive session (default 5 min): a session none
+	// of whose activities was fetched, renewed or acked for this long is no longer
+	// renewed, so its lease lapses and another runtime may claim it. It must exceed
+	// the worker lock renewal interval, or New fails.
+	SessionIdleTimeout time.Duration
+	// SessionCleanupInterval is how often lapsed sessions without pending
+	// activities are swept from the provider (default 5 min).
 	SessionCleanupInterval time.Duration
 
 	// StateCacheSize is how many running executions keep their replayed state (the

@@ -54,7 +54,9 @@ func failedFuture[T any](ctx *Context, err error) TypedFuture[T] {
 }
 
 // ActivityDef names an activity together with its input and output types.
-type ActivityDef[In, Out any] struct{ Name string }
+type ActivityDef[In, Out any] struct {
+	Name string // the name the activity is registered and scheduled under
+}
 
 // NewActivity returns the typed definition of activity name.
 func NewActivity[In, Out any](name string) ActivityDef[In, Out] {
@@ -85,7 +87,9 @@ func (a ActivityDef[In, Out]) ScheduleWithRetry(ctx *Context, in In, policy Retr
 }
 
 // OrchestrationDef names an orchestration together with its input and output types.
-type OrchestrationDef[In, Out any] struct{ Name string }
+type OrchestrationDef[In, Out any] struct {
+	Name string // the name the orchestration is registered and started under
+}
 
 // NewOrchestration returns the typed definition of orchestration name.
 func NewOrchestration[In, Out any](name string) OrchestrationDef[In, Out] {
@@ -151,10 +155,11 @@ func (o OrchestrationDef[In, Out]) ScheduleSub(ctx *Context, in In, opts ...SubO
 
 // OrchestrationFailedError is the error of waiting for an instance that failed.
 type OrchestrationFailedError struct {
-	Instance string
-	Details  *ErrorDetails
+	Instance string        // the instance waited for
+	Details  *ErrorDetails // why it failed (OrchestrationStatus.Failure)
 }
 
+// Error names the instance and renders the failure (DisplayMessage).
 func (e *OrchestrationFailedError) Error() string {
 	return "orchestration " + e.Instance + " failed: " + e.Details.DisplayMessage()
 }

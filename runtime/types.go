@@ -45,8 +45,8 @@ const (
 	EventQueueSubscribed                 EventKind = "QueueSubscribed"                 // Name
 	EventQueueEventDelivered             EventKind = "QueueEventDelivered"             // Name, Data
 	EventQueueSubscriptionCancelled      EventKind = "QueueSubscriptionCancelled"      // Reason
-	EventOrchestrationChained            EventKind = "OrchestrationChained"            // Name, Instance, Input
-	EventSubOrchestrationScheduled       EventKind = "SubOrchestrationScheduled"       // Name, Instance, Input
+	EventOrchestrationChained            EventKind = "OrchestrationChained"            // Name, Instance, Input, Version
+	EventSubOrchestrationScheduled       EventKind = "SubOrchestrationScheduled"       // Name, Instance, Input, Version
 	EventSubOrchestrationCompleted       EventKind = "SubOrchestrationCompleted"       // Result
 	EventSubOrchestrationFailed          EventKind = "SubOrchestrationFailed"          // Details
 	EventSubOrchestrationCancelRequested EventKind = "SubOrchestrationCancelRequested" // Reason
@@ -58,44 +58,44 @@ const (
 
 // NameData is a named payload (carried-forward queue messages).
 type NameData struct {
-	Name string `msgpack:"n"`
-	Data string `msgpack:"d"`
+	Name string `msgpack:"n"` // the queue the message was sent to (Client.EnqueueEvent's queue)
+	Data string `msgpack:"d"` // the message
 }
 
 // Event is one entry of an execution's history. The kind decides which of the
 // optional fields are meaningful (see the EventKind constants); the rest stay zero.
 // Events are written by the runtime and stored verbatim by providers.
 type Event struct {
-	Kind          EventKind `msgpack:"k"`
+	Kind          EventKind `msgpack:"k"`             // what happened; decides which fields below are meaningful
 	EventID       uint64    `msgpack:"id"`            // 1-based per execution; providers store ids as given, unique per execution, without checking contiguity
 	SourceEventID uint64    `msgpack:"src,omitempty"` // the scheduling event a completion answers; 0 = none
-	InstanceID    string    `msgpack:"i,omitempty"`
-	ExecutionID   uint64    `msgpack:"x,omitempty"`
-	TimestampMs   int64     `msgpack:"ts,omitempty"`
+	InstanceID    string    `msgpack:"i,omitempty"`   // the instance whose history holds the event
+	ExecutionID   uint64    `msgpack:"x,omitempty"`   // the execution whose history holds the event (1 for the first)
+	TimestampMs   int64     `msgpack:"ts,omitempty"`  // when the turn that wrote it ran (Options.Now), in Unix milliseconds
 	// RuntimeVersion is the semver of the runtime that wrote the event.
 	RuntimeVersion string `msgpack:"rv,omitempty"`
 
-	Name                string        `msgpack:"name,omitempty"`
-	Version             string        `msgpack:"ver,omitempty"`
-	Input               string        `msgpack:"in,omitempty"`
-	Output              string        `msgpack:"out,omitempty"`
-	Result              string        `msgpack:"res,omitempty"`
-	Data                string        `msgpack:"data,omitempty"`
-	Reason              string        `msgpack:"why,omitempty"`
+	Name                string        `msgpack:"name,omitempty"` // the orchestration, activity, child, event or queue name, by Kind
+	Version             string        `msgpack:"ver,omitempty"`  // the orchestration version run (Started) or asked for ("" = the registry's policy)
+	Input               string        `msgpack:"in,omitempty"`   // the input of the orchestration, activity or child; ContinuedAsNew: the next execution's
+	Output              string        `msgpack:"out,omitempty"`  // the orchestration's result (OrchestrationCompleted)
+	Result              string        `msgpack:"res,omitempty"`  // the result of a completed activity or sub-orchestration
+	Data                string        `msgpack:"data,omitempty"` // the payload of an external event or a queue message
+	Reason              string        `msgpack:"why,omitempty"`  // why a cancellation was requested
 	Instance            string        `msgpack:"inst,omitempty"` // child instance of a sub-orchestration or chained start
-	ParentInstance      string        `msgpack:"pi,omitempty"`
-	ParentID            uint64        `msgpack:"pid,omitempty"`
-	ParentExecutionID   uint64        `msgpack:"px,omitempty"`
-	SessionID           string        `msgpack:"sess,omitempty"`
-	Tag                 string        `msgpack:"tag,omitempty"`
-	FireAtMs            int64         `msgpack:"fire,omitempty"`
-	Details             *ErrorDetails `msgpack:"err,omitempty"`
-	Status              *string       `msgpack:"cs,omitempty"` // custom status; nil clears
-	Key                 string        `msgpack:"key,omitempty"`
-	Value               string        `msgpack:"val,omitempty"`
-	LastUpdatedAtMs     int64         `msgpack:"kvts,omitempty"`
-	CarryForward        []NameData    `msgpack:"cf,omitempty"`
-	InitialCustomStatus *string       `msgpack:"ics,omitempty"`
+	ParentInstance      string        `msgpack:"pi,omitempty"`   // a sub-orchestration's parent instance ("" for a root)
+	ParentID            uint64        `msgpack:"pid,omitempty"`  // the parent's SubOrchestrationScheduled event id
+	ParentExecutionID   uint64        `msgpack:"px,omitempty"`   // the parent's execution that scheduled the child
+	SessionID           string        `msgpack:"sess,omitempty"` // the session the activity runs on ("" = none)
+	Tag                 string        `msgpack:"tag,omitempty"`  // the activity's routing tag ("" = untagged)
+	FireAtMs            int64         `msgpack:"fire,omitempty"` // when the timer fires, in Unix milliseconds
+	Details             *ErrorDetails `msgpack:"err,omitempty"`  // the failure of the *Failed kinds
+	Status              *string       `msgpack:"cs,omitempty"`   // custom status; nil clears
+	Key                 string        `msgpack:"key,omitempty"`  // the KV key set or cleared
+	Value               string        `msgpack:"val,omitempty"`  // the KV value set
+	LastUpdatedAtMs     int64         `msgpack:"kvts,omitempty"` // when the KV value was set (the turn's clock), in Unix milliseconds
+	CarryForward        []NameData    `msgpack:"cf,omitempty"`   // queue messages the previous execution left unconsumed
+	InitialCustomStatus *string       `msgpack:"ics,omitempty"`  // the custom status carried from the previous execution (nil: none)
 }
 
 // IsTerminal reports whether the event ends its execution.
@@ -128,25 +128,25 @@ const (
 // WorkItem is a message of the orchestrator or worker queue. The kind decides which
 // fields are meaningful (see the WorkItemKind constants).
 type WorkItem struct {
-	Kind                WorkItemKind  `msgpack:"k"`
-	Instance            string        `msgpack:"i,omitempty"`
-	ExecutionID         uint64        `msgpack:"x,omitempty"`
-	ID                  uint64        `msgpack:"id,omitempty"` // the scheduling event id (activity, timer)
-	Name                string        `msgpack:"name,omitempty"`
-	Version             string        `msgpack:"ver,omitempty"` // "" = unspecified
-	Input               string        `msgpack:"in,omitempty"`
-	Result              string        `msgpack:"res,omitempty"`
-	Data                string        `msgpack:"data,omitempty"`
-	Reason              string        `msgpack:"why,omitempty"`
-	ParentInstance      string        `msgpack:"pi,omitempty"`
-	ParentID            uint64        `msgpack:"pid,omitempty"`
-	ParentExecutionID   uint64        `msgpack:"px,omitempty"`
-	SessionID           string        `msgpack:"sess,omitempty"`
-	Tag                 string        `msgpack:"tag,omitempty"`
-	FireAtMs            int64         `msgpack:"fire,omitempty"`
-	Details             *ErrorDetails `msgpack:"err,omitempty"`
-	CarryForward        []NameData    `msgpack:"cf,omitempty"`
-	InitialCustomStatus *string       `msgpack:"ics,omitempty"`
+	Kind                WorkItemKind  `msgpack:"k"`              // what the item asks for; decides which fields below are meaningful
+	Instance            string        `msgpack:"i,omitempty"`    // the instance the item is for (a sub-orchestration reply: the child; see TargetInstance)
+	ExecutionID         uint64        `msgpack:"x,omitempty"`    // the execution that scheduled an activity or timer (replies for another are dropped); 1 for a start
+	ID                  uint64        `msgpack:"id,omitempty"`   // the scheduling event id (activity, timer)
+	Name                string        `msgpack:"name,omitempty"` // the orchestration, activity, event or queue name, by Kind
+	Version             string        `msgpack:"ver,omitempty"`  // "" = unspecified
+	Input               string        `msgpack:"in,omitempty"`   // the input of the orchestration or activity
+	Result              string        `msgpack:"res,omitempty"`  // the result of a completed activity or sub-orchestration
+	Data                string        `msgpack:"data,omitempty"` // the payload of an external event or a queue message
+	Reason              string        `msgpack:"why,omitempty"`  // why the cancellation is asked for
+	ParentInstance      string        `msgpack:"pi,omitempty"`   // a sub-orchestration's parent (its start, and the target of its reply)
+	ParentID            uint64        `msgpack:"pid,omitempty"`  // the parent's SubOrchestrationScheduled event id
+	ParentExecutionID   uint64        `msgpack:"px,omitempty"`   // the parent's execution that scheduled the child
+	SessionID           string        `msgpack:"sess,omitempty"` // the session the activity runs on ("" = none)
+	Tag                 string        `msgpack:"tag,omitempty"`  // the activity's routing tag ("" = untagged)
+	FireAtMs            int64         `msgpack:"fire,omitempty"` // when the timer fires, in Unix milliseconds
+	Details             *ErrorDetails `msgpack:"err,omitempty"`  // the failure of ActivityFailed and SubOrchFailed
+	CarryForward        []NameData    `msgpack:"cf,omitempty"`   // unconsumed queue messages for the next execution, at most MaxCarryForward
+	InitialCustomStatus *string       `msgpack:"ics,omitempty"`  // the custom status for the next execution (nil: none)
 }
 
 // TargetInstance is the instance whose orchestrator queue the item belongs to: the
@@ -186,22 +186,22 @@ const (
 
 // ErrorDetails describes a failure recorded in history or sent in a work item.
 type ErrorDetails struct {
-	Kind         ErrorKind `msgpack:"k"`
-	Message      string    `msgpack:"msg,omitempty"`
-	Retryable    bool      `msgpack:"retry,omitempty"`
-	Operation    string    `msgpack:"op,omitempty"`
-	ConfigKind   string    `msgpack:"ck,omitempty"`
-	Resource     string    `msgpack:"res,omitempty"`
-	AppKind      string    `msgpack:"ak,omitempty"`
-	Reason       string    `msgpack:"why,omitempty"`
-	AttemptCount uint32    `msgpack:"att,omitempty"`
-	MaxAttempts  uint32    `msgpack:"max,omitempty"`
-	PoisonType   string    `msgpack:"pt,omitempty"`
-	Instance     string    `msgpack:"i,omitempty"`
-	ExecutionID  uint64    `msgpack:"x,omitempty"`
-	ActivityName string    `msgpack:"an,omitempty"`
-	ActivityID   uint64    `msgpack:"aid,omitempty"`
-	Error        string    `msgpack:"e,omitempty"` // the decode error of FailedDeserialization
+	Kind         ErrorKind `msgpack:"k"`               // the category; decides which fields below are meaningful
+	Message      string    `msgpack:"msg,omitempty"`   // what went wrong, for humans (Poison: why the last attempt failed, when known)
+	Retryable    bool      `msgpack:"retry,omitempty"` // whether trying again may succeed (duroxide's; the runtime does not set it)
+	Operation    string    `msgpack:"op,omitempty"`    // the failing operation of an Infrastructure error (the runtime produces none)
+	ConfigKind   string    `msgpack:"ck,omitempty"`    // ConfigNondeterminism or ConfigLimitExceeded
+	Resource     string    `msgpack:"res,omitempty"`   // what a Configuration error is about (duroxide's; the runtime does not set it)
+	AppKind      string    `msgpack:"ak,omitempty"`    // AppActivityFailed, AppOrchestrationFailed, AppPanicked or AppCancelled
+	Reason       string    `msgpack:"why,omitempty"`   // the cancellation's reason (AppCancelled)
+	AttemptCount uint32    `msgpack:"att,omitempty"`   // how many times the poisoned message was fetched
+	MaxAttempts  uint32    `msgpack:"max,omitempty"`   // the limit it exceeded (Options.MaxAttempts)
+	PoisonType   string    `msgpack:"pt,omitempty"`    // PoisonOrchestration, PoisonActivity or PoisonFailedDeserialization
+	Instance     string    `msgpack:"i,omitempty"`     // the poisoned instance
+	ExecutionID  uint64    `msgpack:"x,omitempty"`     // the poisoned execution
+	ActivityName string    `msgpack:"an,omitempty"`    // the poisoned activity's name (PoisonActivity)
+	ActivityID   uint64    `msgpack:"aid,omitempty"`   // the poisoned activity's scheduling event id (PoisonActivity)
+	Error        string    `msgpack:"e,omitempty"`     // the decode error of FailedDeserialization
 	// Stack is where a panic happened: the panicking code's frames, innermost first,
 	// bounded (Panicked failures only).
 	Stack string `msgpack:"st,omitempty"`
@@ -263,7 +263,7 @@ func withReason(msg, reason string) string {
 
 // SemVer is a semantic version (the runtime version that pins an execution).
 type SemVer struct {
-	Major, Minor, Patch uint32
+	Major, Minor, Patch uint32 // the three numbers of MAJOR.MINOR.PATCH (Ordinal keeps 20 bits of Minor and Patch)
 }
 
 // ParseSemVer parses "MAJOR.MINOR.PATCH" (a pre-release or build suffix after '-' or
@@ -292,6 +292,7 @@ func MustSemVer(s string) SemVer {
 	return v
 }
 
+// String returns the version as "MAJOR.MINOR.PATCH".
 func (v SemVer) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
 
 // Ordinal maps the version to an integer that preserves version order (20 bits of
@@ -302,13 +303,15 @@ func (v SemVer) Ordinal() int64 {
 
 // SemVerRange is an inclusive range of versions.
 type SemVerRange struct {
-	Min, Max SemVer
+	Min, Max SemVer // the lowest and the highest version in the range
 }
 
 // CapabilityFilter restricts which executions a dispatcher may process, by the
 // runtime version each execution is pinned to. Executions with no pin always pass.
 // A filter with no ranges passes nothing. Providers may honour only the first range.
 type CapabilityFilter struct {
+	// SupportedVersions are the pins that pass: a pinned execution passes when its
+	// version is in one of the ranges.
 	SupportedVersions []SemVerRange
 }
 
@@ -327,48 +330,48 @@ const (
 // TagFilter selects the activities a worker fetches by tag. The zero value is
 // DefaultOnly.
 type TagFilter struct {
-	Mode TagMode
-	Tags []string
+	Mode TagMode  // which activities pass; the zero value is TagDefaultOnly
+	Tags []string // the tags of TagOnly and TagDefaultAnd
 }
 
 // SessionFetchConfig makes FetchWorkItem session-aware for one owner (worker node).
 type SessionFetchConfig struct {
-	OwnerID     string
-	LockTimeout Duration
+	OwnerID     string   // who claims and holds sessions (the runtime's Options.WorkerNodeID)
+	LockTimeout Duration // the lease a claimed session gets (Options.SessionLockTimeout)
 }
 
 // ScheduledActivityIdentifier names one scheduled activity, for cancellation.
 type ScheduledActivityIdentifier struct {
-	Instance    string
-	ExecutionID uint64
-	ActivityID  uint64
+	Instance    string // the instance that scheduled the activity
+	ExecutionID uint64 // the execution that scheduled it
+	ActivityID  uint64 // its ActivityScheduled event id
 }
 
 // ExecutionMetadata is what the runtime tells the provider about an execution when it
 // acks a turn. Nil fields leave the stored value unchanged.
 type ExecutionMetadata struct {
 	Status               *string // Completed, Failed or ContinuedAsNew when the turn ends the execution (Running is accepted and changes nothing)
-	Output               *string
-	OrchestrationName    *string
-	OrchestrationVersion *string
-	ParentInstanceID     *string
+	Output               *string // the ended execution's result, failure message, or (ContinuedAsNew) next input
+	OrchestrationName    *string // the orchestration's name, set by an execution's first turn
+	OrchestrationVersion *string // the orchestration version the execution runs, set by its first turn
+	ParentInstanceID     *string // a sub-orchestration's parent ("" for a root), set by an execution's first turn
 	// PinnedVersion, when set, overwrites the execution's pinned runtime version.
 	PinnedVersion *SemVer
 }
 
 // KVValue is one entry of an instance's key-value state.
 type KVValue struct {
-	Value           string
-	LastUpdatedAtMs int64
+	Value           string // the key's value
+	LastUpdatedAtMs int64  // when it was set (the setting turn's clock), in Unix milliseconds
 }
 
 // OrchestrationItem is a locked batch of orchestrator messages of one instance, with
 // the current execution's history.
 type OrchestrationItem struct {
-	Instance          string
-	OrchestrationName string
-	ExecutionID       uint64 // the instance's current execution (1 for a new instance)
-	Version           string
+	Instance          string     // the locked instance
+	OrchestrationName string     // from the instance's metadata, else its history, else a start in Messages
+	ExecutionID       uint64     // the instance's current execution (1 for a new instance)
+	Version           string     // found as OrchestrationName is ("" when unknown: the registry's policy picks)
 	History           []Event    // of ExecutionID, ordered by EventID
 	Messages          []WorkItem // in enqueue order
 	// HistoryError is set, with History empty, when the stored history cannot be
@@ -376,32 +379,32 @@ type OrchestrationItem struct {
 	HistoryError string
 	// KVSnapshot is the KV state as of the end of the previous execution.
 	KVSnapshot   map[string]KVValue
-	LockToken    string
+	LockToken    string // the lock's token: AckOrchestrationItem, AbandonOrchestrationItem and RenewOrchestrationItemLock take it
 	AttemptCount uint32 // the largest attempt count of the batch's messages
 }
 
 // OrchestrationAck is what a turn commits with AckOrchestrationItem.
 type OrchestrationAck struct {
-	ExecutionID         uint64
-	HistoryDelta        []Event
-	WorkerItems         []WorkItem
-	OrchestratorItems   []WorkItem
-	Metadata            ExecutionMetadata
-	CancelledActivities []ScheduledActivityIdentifier
+	ExecutionID         uint64                        // the execution the turn ran; created if new and made current if the highest
+	HistoryDelta        []Event                       // the turn's new events, appended to ExecutionID's history as given
+	WorkerItems         []WorkItem                    // ActivityExecute items for the worker queue
+	OrchestratorItems   []WorkItem                    // items for the orchestrator queue of each one's TargetInstance (TimerFired visible at FireAtMs)
+	Metadata            ExecutionMetadata             // what changes in the execution's stored metadata
+	CancelledActivities []ScheduledActivityIdentifier // worker items to delete, after the inserts (missing ones are ignored)
 }
 
 // WorkItemLease is a locked worker-queue item.
 type WorkItemLease struct {
-	Item         WorkItem
-	LockToken    string
-	AttemptCount uint32
+	Item         WorkItem // the ActivityExecute item
+	LockToken    string   // the lock's token: AckWorkItem, AbandonWorkItem and RenewWorkItemLock take it
+	AttemptCount uint32   // how many times the item was fetched, this fetch included (1 the first time)
 }
 
 // SystemStats describes one instance's current execution and state.
 type SystemStats struct {
-	HistoryEventCount uint64
-	HistorySizeBytes  uint64
-	QueuePendingCount uint64
-	KVUserKeyCount    uint64
-	KVTotalValueBytes uint64
+	HistoryEventCount uint64 // events in the current execution's history
+	HistorySizeBytes  uint64 // the sum of their encoded sizes, in bytes
+	QueuePendingCount uint64 // queue messages (EnqueueEvent) carried into the current execution by ContinueAsNew
+	KVUserKeyCount    uint64 // keys of the instance's KV state
+	KVTotalValueBytes uint64 // the sum of their values' lengths, in bytes
 }

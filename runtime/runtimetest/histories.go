@@ -16,9 +16,9 @@ const HistoriesFormat = "duroq.histories/v1"
 
 // Execution is the recorded history of one execution of an instance.
 type Execution struct {
-	Instance    string          `json:"instance"`
-	ExecutionID uint64          `json:"execution_id"`
-	Events      []runtime.Event `json:"events"`
+	Instance    string          `json:"instance"`     // the instance the execution belongs to
+	ExecutionID uint64          `json:"execution_id"` // the execution's id (1 for the first)
+	Events      []runtime.Event `json:"events"`       // its history, ordered by EventID
 }
 
 // ExportFilter selects what Export reads. The zero value selects every execution of
