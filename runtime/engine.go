@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	goruntime "runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -719,33 +720,29 @@ func (e *engine) complete(output string, err error) {
 }
 
 // carryForward lists the queue messages nobody consumed (queues are FIFO, so those
-// after the first k of a queue with k consumers), ordered by queue name then arrival,
-// keeping the newest MaxCarryForward.
+// after the first k of a queue with k consumers) in arrival order — those carried
+// into this execution first, then those delivered during it — keeping the newest
+// MaxCarryForward whatever their queues.
 func (e *engine) carryForward() []NameData {
-	byQueue := map[string][]string{}
-	for _, cf := range e.events[0].CarryForward {
-		byQueue[cf.Name] = append(byQueue[cf.Name], cf.Data)
-	}
+	arrived := slices.Clone(e.events[0].CarryForward)
 	for i := range e.events {
 		if ev := &e.events[i]; ev.Kind == EventQueueEventDelivered {
-			byQueue[ev.Name] = append(byQueue[ev.Name], ev.Data)
+			arrived = append(arrived, NameData{Name: ev.Name, Data: ev.Data})
 		}
 	}
+	consumed := map[string]int{}
 	for _, f := range e.queueSubs {
 		if f.done {
-			byQueue[f.name] = byQueue[f.name][1:]
+			consumed[f.name]++
 		}
 	}
-	names := make([]string, 0, len(byQueue))
-	for name := range byQueue {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	var out []NameData
-	for _, name := range names {
-		for _, data := range byQueue[name] {
-			out = append(out, NameData{Name: name, Data: data})
+	for _, m := range arrived {
+		if consumed[m.Name] > 0 {
+			consumed[m.Name]--
+			continue
 		}
+		out = append(out, m)
 	}
 	if len(out) > MaxCarryForward {
 		e.log.Warn("dropping the oldest queue messages carried into the next execution", "dropped", len(out)-MaxCarryForward)

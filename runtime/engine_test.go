@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -422,5 +423,39 @@ func TestReplaySafeLogging(t *testing.T) {
 	}
 	if !strings.Contains(out, "instance=i") || !strings.Contains(out, "orchestration=Orch") {
 		t.Fatalf("records lack the orchestration's identity:\n%s", out)
+	}
+}
+
+// More unconsumed queue messages than MaxCarryForward: the oldest are dropped,
+// whichever queues they are in, and the rest keep their arrival order.
+func TestCarryForwardDropsTheOldestAcrossQueues(t *testing.T) {
+	in := newInstance(t, func(ctx *Context, input string) (string, error) {
+		if _, err := ctx.DequeueEvent("z").Get(); err != nil { // takes z's first message
+			return "", err
+		}
+		return "", ctx.ContinueAsNew("next")
+	})
+	msgs := []WorkItem{start("")}
+	var arrived []NameData // what remains after the consumed first "z", in arrival order
+	for i := range 70 {    // "z" (sorted last by name) arrives first: the oldest
+		msgs = append(msgs, WorkItem{Kind: WorkQueueMessage, Instance: "i", Name: "z", Data: fmt.Sprint("z", i)})
+		if i > 0 {
+			arrived = append(arrived, NameData{"z", fmt.Sprint("z", i)})
+		}
+	}
+	for i := range 60 {
+		msgs = append(msgs, WorkItem{Kind: WorkQueueMessage, Instance: "i", Name: "a", Data: fmt.Sprint("a", i)})
+		arrived = append(arrived, NameData{"a", fmt.Sprint("a", i)})
+	}
+	r := in.turn(msgs...)
+	var can WorkItem
+	for _, item := range r.OrchestratorItems {
+		if item.Kind == WorkContinueAsNew {
+			can = item
+		}
+	}
+	want := arrived[len(arrived)-MaxCarryForward:]
+	if !slices.Equal(can.CarryForward, want) {
+		t.Fatalf("carried %d messages %v...; want the newest %d, from %v", len(can.CarryForward), can.CarryForward[:3], MaxCarryForward, want[:3])
 	}
 }
