@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -33,9 +34,6 @@ type Options struct {
 	OrphanTTL time.Duration
 	// Logger receives warnings (dropped orphan messages); nil is silent.
 	Logger *slog.Logger
-	// OnClose, if set, runs when Close has closed the queue and the store: whoever
-	// opened the database they share closes it there (sqliteprovider, pgprovider).
-	OnClose func() error
 }
 
 // Provider implements runtime.Provider and runtime.ProviderAdmin over a queue and an
@@ -50,7 +48,7 @@ type Provider struct {
 	orphan    time.Duration
 	orphanTTL time.Duration
 	log       *slog.Logger
-	onClose   func() error
+	db        io.Closer // the database Open was given, closed last by Close
 	writes    atomic.Uint64
 }
 
@@ -89,7 +87,38 @@ func New(q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, erro
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{q: q, s: s, b: b, orchQ: o.OrchestratorQueue, workQ: o.WorkerQueue, now: o.Now,
-		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, onClose: o.OnClose}, nil
+		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger}, nil
+}
+
+// Migrator is a queue or a store whose tables must be created or upgraded before
+// use.
+type Migrator interface {
+	// Migrate creates or upgrades the tables; it is idempotent and safe when several
+	// processes call it at once.
+	Migrate(ctx context.Context) error
+}
+
+// Open is New for a pair on a database the provider owns, such as one SQLite file
+// or one PostgreSQL pool opened for it (sqliteprovider, pgprovider): it migrates q
+// and s (those that are Migrators), and Close closes db after them. On failure it
+// closes q, s and db.
+func Open(ctx context.Context, db io.Closer, q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, error) {
+	var err error
+	for _, m := range []any{q, s} {
+		if m, ok := m.(Migrator); ok {
+			err = errors.Join(err, m.Migrate(ctx))
+		}
+	}
+	var p *Provider
+	if err == nil {
+		p, err = New(q, s, o)
+	}
+	if err != nil {
+		_ = errors.Join(q.Close(), s.Close(), db.Close()) // the open error matters more
+		return nil, fmt.Errorf("adapter: open: %w", err)
+	}
+	p.db = db
+	return p, nil
 }
 
 // NewMemory returns a provider over a fresh in-memory queue and store sharing one
@@ -112,11 +141,11 @@ func (p *Provider) Queue() mq.MessageQueue { return p.q }
 // state in.
 func (p *Provider) Store() eventstore.EventStore { return p.s }
 
-// Close closes the queue and the store, then runs Options.OnClose.
+// Close closes the queue and the store, then the database Open was given.
 func (p *Provider) Close() error {
 	err := errors.Join(p.q.Close(), p.s.Close())
-	if p.onClose != nil {
-		err = errors.Join(err, p.onClose())
+	if p.db != nil {
+		err = errors.Join(err, p.db.Close())
 	}
 	return err
 }

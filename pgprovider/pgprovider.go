@@ -6,7 +6,6 @@ package pgprovider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/duroq/duroq/adapter"
@@ -19,7 +18,7 @@ import (
 type Options struct {
 	adapter.Options
 	// DB tunes the pool: schema (default "public"), pool size, connection lifetime
-	// (see pgdb.Options). Options.OnClose runs after the pool is closed.
+	// (see pgdb.Options).
 	DB pgdb.Options
 }
 
@@ -32,24 +31,10 @@ func Open(ctx context.Context, dsn string, o Options) (*adapter.Provider, error)
 	if err != nil {
 		return nil, err
 	}
-	q := mqpostgres.New(db, mqpostgres.Options{Now: o.Now, Logger: o.Logger})
-	s := espostgres.New(db, espostgres.Options{Now: o.Now})
-	if err := errors.Join(q.Migrate(ctx), s.Migrate(ctx)); err != nil {
-		_ = errors.Join(q.Close(), db.Close()) // the open error matters more
-		return nil, fmt.Errorf("pgprovider: open: %w", err)
-	}
-	then := o.OnClose
-	o.OnClose = func() error {
-		err := db.Close()
-		if then != nil {
-			err = errors.Join(err, then())
-		}
-		return err
-	}
-	p, err := adapter.New(q, s, o.Options)
+	p, err := adapter.Open(ctx, db,
+		mqpostgres.New(db, mqpostgres.Options{Now: o.Now, Logger: o.Logger}), espostgres.New(db, espostgres.Options{Now: o.Now}), o.Options)
 	if err != nil {
-		_ = errors.Join(q.Close(), db.Close()) // the open error matters more
-		return nil, err
+		return nil, fmt.Errorf("pgprovider: open: %w", err)
 	}
 	return p, nil
 }

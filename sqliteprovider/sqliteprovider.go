@@ -7,7 +7,6 @@ package sqliteprovider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/duroq/duroq/adapter"
@@ -20,7 +19,7 @@ import (
 type Options struct {
 	adapter.Options
 	// DB tunes the database: WAL, synchronous=NORMAL (or FULL), busy timeout, pool
-	// size (see sqlitedb.Options). Options.OnClose runs after the database is closed.
+	// size (see sqlitedb.Options).
 	DB sqlitedb.Options
 }
 
@@ -35,25 +34,10 @@ func Open(path string, o Options) (*adapter.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := mqsqlite.New(db, mqsqlite.Options{Now: o.Now, Logger: o.Logger})
-	s := essqlite.New(db, essqlite.Options{Now: o.Now})
-	ctx := context.Background()
-	if err := errors.Join(q.Migrate(ctx), s.Migrate(ctx)); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqliteprovider: open %s: %w", path, err)
-	}
-	then := o.OnClose
-	o.OnClose = func() error {
-		err := db.Close()
-		if then != nil {
-			err = errors.Join(err, then())
-		}
-		return err
-	}
-	p, err := adapter.New(q, s, o.Options)
+	p, err := adapter.Open(context.Background(), db,
+		mqsqlite.New(db, mqsqlite.Options{Now: o.Now, Logger: o.Logger}), essqlite.New(db, essqlite.Options{Now: o.Now}), o.Options)
 	if err != nil {
-		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("sqliteprovider: open %s: %w", path, err)
 	}
 	return p, nil
 }

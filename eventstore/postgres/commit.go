@@ -6,17 +6,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/duroq/duroq/eventstore"
-	"github.com/duroq/duroq/internal/essql"
 	"github.com/jmoiron/sqlx"
-)
 
-// CommitManyTx appends and updates many streams inside tx, as AppendTx then UpdateTx
-// for each would, in two statements for any number of streams (see commitMany).
-// Streams must be distinct. On error nothing of it is written.
-func (s *Store) CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error {
-	return s.c.CommitManyTx(ctx, tx, commits)
-}
+	"github.com/duroq/duroq/eventstore"
+	"github.com/duroq/duroq/eventstore/sqlstore"
+)
 
 // qCommitInsert is the first statement of commitMany: it creates the missing
 // streams and locks the others in stream order (the order of every writer that
@@ -85,9 +79,9 @@ UPDATE es_streams s SET
 FROM c JOIN pu ON pu.stream = c.stream
 WHERE s.stream = c.stream`
 
-// commitMany is CommitManyTx's write (essql.Dialect.CommitMany): qCommitInsert, then
+// commitMany is CommitManyTx's write (sqlstore.Dialect.CommitMany): qCommitInsert, then
 // qCommitUpdate, their arguments arrays, so that each is prepared once.
-func (s *Store) commitMany(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit, now int64) error {
+func (d *dialect) commitMany(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit, now int64) error {
 	n := len(commits)
 	var (
 		streams, statuses, outputs, pins = make([]string, n), make([]*string, n), make([]*string, n), make([]*string, n)
@@ -110,7 +104,7 @@ func (s *Store) commitMany(ctx context.Context, tx *sqlx.Tx, commits []eventstor
 		setParent[i], parents[i] = u.Parent != nil, u.Parent
 		counts[i] = int64(len(c.Events))
 		for _, e := range c.Events {
-			data, sum := essql.Stored(e)
+			data, sum := sqlstore.Stored(e)
 			owners, seqs, types, datas, sums = append(owners, int32(i+1)), append(seqs, e.Seq), append(types, e.Type), append(datas, data), append(sums, sum)
 			sizes[i] += int64(len(data))
 		}

@@ -1,7 +1,8 @@
 // Package postgres stores an eventstore.EventStore in PostgreSQL
 // (github.com/jackc/pgx/v5 through its database/sql driver, with
 // github.com/jmoiron/sqlx), for deployments where several processes share one
-// store.
+// store. Its Store is the SQL event store of package sqlstore with PostgreSQL's
+// dialect.
 //
 // Open(ctx, dsn, Options) is the common case: it connects, creates the schema named
 // by Options.DB.Schema if needed, applies the embedded migrations (line
@@ -46,8 +47,9 @@
 //     a transaction of the store still fail transiently (a deadlock, a serialization
 //     failure, a connection lost before the statement was sent; see
 //     internal/pgsql.IsRetryable), the whole transaction runs again, at most six
-//     times with a jittered backoff of 1 to 100 ms. A twin is never retried: the
-//     error goes to the caller, whose transaction it is.
+//     times with a jittered backoff of 2.5 to 200 ms, the policy every duroq
+//     PostgreSQL write shares (the queue and txn runs too). A twin is never
+//     retried: the error goes to the caller, whose transaction it is.
 //   - Wake-ups: none. The event store has no consumers to wake, so it uses no
 //     LISTEN/NOTIFY and no polling; the queue (mq/postgres) does that.
 //   - Timestamps are computed in Go (Options.Now) and stored as BIGINT Unix

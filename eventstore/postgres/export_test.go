@@ -1,4 +1,10 @@
 package postgres
 
-// Retries returns how many transactions s has run again after a retryable failure.
-func Retries(s *Store) int64 { return s.retries.Load() }
+import "github.com/jmoiron/sqlx"
+
+// NewCounting is New that also returns how many transactions the store has run
+// again after a retryable failure.
+func NewCounting(db *sqlx.DB, o Options) (*Store, func() int64) {
+	s, d := newStore(db, false, o)
+	return s, d.retries.Load
+}

@@ -1,13 +1,13 @@
 package postgres
 
-import "github.com/duroq/duroq/internal/essql"
+import "github.com/duroq/duroq/eventstore/sqlstore"
 
 // The statements of the store, in one place. Parameters carry explicit casts where
 // PostgreSQL could not infer their type (INSERT ... SELECT lists, CASE, COALESCE).
 
-// queries are the statements the shared code runs (see essql.Queries for their
+// queries are the statements the shared code runs (see sqlstore.Queries for their
 // parameters).
-var queries = essql.Queries{
+var queries = sqlstore.Queries{
 	// TouchStream locks an existing stream's row (ApplyKV).
 	TouchStream: `UPDATE es_streams SET updated_at = $1 WHERE stream = $2`,
 
@@ -56,7 +56,7 @@ ORDER BY e.seq`,
 	Partitions: `SELECT partition, status, output, pinned_version, started_at, completed_at, event_count, bytes
 FROM es_partitions WHERE stream = $1 ORDER BY partition`,
 
-	Stream: "SELECT " + essql.StreamColumns + " WHERE s.stream = $1",
+	Stream: "SELECT " + sqlstore.StreamColumns + " WHERE s.stream = $1",
 
 	SetCustomStatus: `UPDATE es_streams SET
 	custom_status = $1, custom_status_version = custom_status_version + 1, updated_at = $2

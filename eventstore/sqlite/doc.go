@@ -1,5 +1,7 @@
 // Package sqlite stores an eventstore.EventStore in SQLite
-// (github.com/mattn/go-sqlite3 through github.com/jmoiron/sqlx).
+// (github.com/mattn/go-sqlite3 through github.com/jmoiron/sqlx): its Store is the
+// SQL event store of package sqlstore with SQLite's dialect (statements parsed once
+// per connection, writes queued on the process's one writer).
 //
 // Open(path, Options) is the common case: it opens the file in WAL mode, applies the
 // embedded migrations (line "eventstore", tables es_*) and owns the database.
@@ -10,14 +12,17 @@
 // KVSnapshotTx, ...) run inside the caller's transaction, so events, metadata and
 // queue writes commit together:
 //
-//	err := sqlitedb.WriterOf(db).Run(ctx, func(tx *sqlx.Tx) error {
-//		if err := store.AppendTx(ctx, tx, id, 1, events); err != nil {
-//			return err
-//		}
-//		return queue.EnqueueTx(ctx, tx, next)
-//	})
+//	tx, err := db.BeginTxx(ctx, nil) // db from sqlitedb.Open, shared by store and queue
+//	...
+//	if err := store.AppendTx(ctx, tx, id, 1, events); err != nil {
+//		return err
+//	}
+//	if err := queue.EnqueueTx(ctx, tx, next); err != nil {
+//		return err
+//	}
+//	err = tx.Commit()
 //
-// (inside the module; applications begin the transaction with db.BeginTxx). Each
+// Each
 // write twin runs under a savepoint, so a failing call leaves nothing of itself even
 // if the caller carries on with the transaction.
 //

@@ -8,39 +8,28 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/duroq/duroq/eventstore"
-	"github.com/duroq/duroq/internal/essql"
-	"github.com/duroq/duroq/internal/sqltext"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/duroq/duroq/eventstore"
+	"github.com/duroq/duroq/eventstore/sqlstore"
+	"github.com/duroq/duroq/internal/sqltext"
 )
 
-// Append implements eventstore.Log: the events in one INSERT (the primary key
-// rejects a duplicate), then the partition's counters and the stream's current partition are
-// bumped in place. No stored event is read.
-func (s *Store) Append(ctx context.Context, stream string, partition int64, events []eventstore.Event) error {
-	return s.c.Append(ctx, stream, partition, events)
-}
-
-// AppendTx is Append inside tx.
-func (s *Store) AppendTx(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, events []eventstore.Event) error {
-	return s.c.AppendTx(ctx, tx, stream, partition, events)
-}
-
-func (s *Store) append(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, events []eventstore.Event, now int64) error {
-	size, err := s.insertEvents(ctx, tx, []eventstore.StreamCommit{{Stream: stream, Events: events, Update: eventstore.StreamUpdate{Partition: partition}}}, now)
+func (d *dialect) append(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, events []eventstore.Event, now int64) error {
+	size, err := d.insertEvents(ctx, tx, []eventstore.StreamCommit{{Stream: stream, Events: events, Update: eventstore.StreamUpdate{Partition: partition}}}, now)
 	if err != nil {
 		return err
 	}
-	if _, err := s.exec(ctx, tx, qAddPartitionCounts, stream, partition, now, len(events), size[0]); err != nil {
+	if _, err := d.exec(ctx, tx, qAddPartitionCounts, stream, partition, now, len(events), size[0]); err != nil {
 		return err
 	}
-	_, err = s.exec(ctx, tx, qTouchStreamOnAppend, stream, partition, now)
+	_, err = d.exec(ctx, tx, qTouchStreamOnAppend, stream, partition, now)
 	return err
 }
 
 // insertEvents inserts the events of commits in INSERTs of up to insertChunk rows
 // and returns each commit's bytes.
-func (s *Store) insertEvents(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit, now int64) ([]int64, error) {
+func (d *dialect) insertEvents(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit, now int64) ([]int64, error) {
 	type row struct {
 		c *eventstore.StreamCommit
 		e *eventstore.Event
@@ -63,12 +52,12 @@ func (s *Store) insertEvents(ctx context.Context, tx *sqlx.Tx, commits []eventst
 				sb.WriteString(",")
 			}
 			sb.WriteString("(?, ?, ?, ?, ?, ?, ?)")
-			data, sum := essql.Stored(*r.e)
+			data, sum := sqlstore.Stored(*r.e)
 			args = append(args, r.c.Stream, r.c.Update.Partition, r.e.Seq, r.e.Type, data, sum, now)
 		}
-		if _, err := s.exec(ctx, tx, sb.String(), args...); err != nil {
+		if _, err := d.exec(ctx, tx, sb.String(), args...); err != nil {
 			if isDuplicate(err) {
-				return nil, s.conflict(ctx, tx, commits)
+				return nil, d.conflict(ctx, tx, commits)
 			}
 			return nil, fmt.Errorf("insert events: %w", err)
 		}
@@ -76,11 +65,11 @@ func (s *Store) insertEvents(ctx context.Context, tx *sqlx.Tx, commits []eventst
 	return sizes, nil
 }
 
-// commitMany is CommitManyTx's write (essql.Dialect.CommitMany): the events in
+// commitMany is CommitManyTx's write (sqlstore.Dialect.CommitMany): the events in
 // one INSERT, then partitions and streams, each created where missing and updated
 // from a VALUES table: five statements for any number of streams.
-func (s *Store) commitMany(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit, now int64) error {
-	sizes, err := s.insertEvents(ctx, tx, commits, now)
+func (d *dialect) commitMany(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit, now int64) error {
+	sizes, err := d.insertEvents(ctx, tx, commits, now)
 	if err != nil {
 		return err
 	}
@@ -93,8 +82,8 @@ func (s *Store) commitMany(ctx context.Context, tx *sqlx.Tx, commits []eventstor
 			status, ends = string(*u.Status), u.Status.EndsPartition()
 		}
 		created = append(created, c.Stream, u.Partition)
-		parts = append(parts, c.Stream, u.Partition, len(c.Events), sizes[i], status, ends, essql.NullString(u.Output), essql.NullString(u.PinnedVersion))
-		streams = append(streams, c.Stream, u.Partition, essql.NullString(u.Name), essql.NullString(u.Version), u.Parent != nil, essql.NullString(u.Parent))
+		parts = append(parts, c.Stream, u.Partition, len(c.Events), sizes[i], status, ends, sqlstore.NullString(u.Output), sqlstore.NullString(u.PinnedVersion))
+		streams = append(streams, c.Stream, u.Partition, sqlstore.NullString(u.Name), sqlstore.NullString(u.Version), u.Parent != nil, sqlstore.NullString(u.Parent))
 	}
 	n := len(commits)
 	for _, st := range []struct {
@@ -129,7 +118,7 @@ func (s *Store) commitMany(ctx context.Context, tx *sqlx.Tx, commits []eventstor
 				updated_at = ?
 			FROM t WHERE es_streams.stream = t.s`, append(streams, now)},
 	} {
-		if _, err := s.exec(ctx, tx, st.query, st.args...); err != nil {
+		if _, err := d.exec(ctx, tx, st.query, st.args...); err != nil {
 			return err
 		}
 	}
@@ -143,7 +132,7 @@ const insertChunk = 256
 // conflict names the first event of commits whose sequence number is already
 // stored: the primary key, not a read per append, rejects duplicates, so only a
 // failed insert pays for finding which one it was.
-func (s *Store) conflict(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error {
+func (d *dialect) conflict(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error {
 	for _, c := range commits {
 		for _, e := range c.Events {
 			var one int
@@ -162,54 +151,4 @@ func (s *Store) conflict(ctx context.Context, tx *sqlx.Tx, commits []eventstore.
 		}
 	}
 	return errors.New("duplicate event") // unreachable: only an insert of events conflicts
-}
-
-// CommitManyTx appends and updates many streams inside tx, as AppendTx then UpdateTx
-// for each would, in a constant number of statements (the events in one INSERT,
-// partitions and streams updated from VALUES tables). Streams must be distinct. On
-// error nothing of it is written.
-func (s *Store) CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error {
-	return s.c.CommitManyTx(ctx, tx, commits)
-}
-
-// Read implements eventstore.Log.
-func (s *Store) Read(ctx context.Context, stream string, partition int64) ([]eventstore.Event, error) {
-	return s.c.Read(ctx, stream, partition)
-}
-
-// ReadTx is Read through q (a *sqlx.Tx to read inside a transaction).
-func (s *Store) ReadTx(ctx context.Context, q sqlx.QueryerContext, stream string, partition int64) ([]eventstore.Event, error) {
-	return s.c.ReadTx(ctx, q, stream, partition)
-}
-
-// ReadLatest implements eventstore.Log.
-func (s *Store) ReadLatest(ctx context.Context, stream string) (int64, []eventstore.Event, error) {
-	return s.c.ReadLatest(ctx, stream)
-}
-
-// ReadLatestTx is ReadLatest through q. Outside a transaction the partition and its
-// events are read by two statements; a partition that starts between them is seen
-// by the next read.
-func (s *Store) ReadLatestTx(ctx context.Context, q sqlx.QueryerContext, stream string) (int64, []eventstore.Event, error) {
-	return s.c.ReadLatestTx(ctx, q, stream)
-}
-
-// LatestPartition implements eventstore.Log.
-func (s *Store) LatestPartition(ctx context.Context, stream string) (int64, error) {
-	return s.c.LatestPartition(ctx, stream)
-}
-
-// LatestPartitionTx is LatestPartition through q.
-func (s *Store) LatestPartitionTx(ctx context.Context, q sqlx.QueryerContext, stream string) (int64, error) {
-	return s.c.LatestPartitionTx(ctx, q, stream)
-}
-
-// Partitions implements eventstore.Log.
-func (s *Store) Partitions(ctx context.Context, stream string) ([]eventstore.PartitionInfo, error) {
-	return s.c.Partitions(ctx, stream)
-}
-
-// PartitionsTx is Partitions through q.
-func (s *Store) PartitionsTx(ctx context.Context, q sqlx.QueryerContext, stream string) ([]eventstore.PartitionInfo, error) {
-	return s.c.PartitionsTx(ctx, q, stream)
 }

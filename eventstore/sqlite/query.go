@@ -1,13 +1,13 @@
 package sqlite
 
-import "github.com/duroq/duroq/internal/essql"
+import "github.com/duroq/duroq/eventstore/sqlstore"
 
 // The statements of the store, in one place. Numbered parameters (?1, ?2) let one
 // value be used twice.
 
-// queries are the statements the shared code runs (see essql.Queries for their
+// queries are the statements the shared code runs (see sqlstore.Queries for their
 // parameters).
-var queries = essql.Queries{
+var queries = sqlstore.Queries{
 	TouchStream: `UPDATE es_streams SET updated_at = ? WHERE stream = ?`,
 
 	// KVPut writes a delta entry; a NULL value is a tombstone.
@@ -47,7 +47,7 @@ WHERE stream = ? AND partition = ? ORDER BY seq`,
 	Partitions: `SELECT partition, status, output, pinned_version, started_at, completed_at, event_count, bytes
 FROM es_partitions WHERE stream = ? ORDER BY partition`,
 
-	Stream: "SELECT " + essql.StreamColumns + " WHERE s.stream = ?",
+	Stream: "SELECT " + sqlstore.StreamColumns + " WHERE s.stream = ?",
 
 	SetCustomStatus: `UPDATE es_streams SET
 	custom_status = ?, custom_status_version = custom_status_version + 1, updated_at = ?

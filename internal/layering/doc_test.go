@@ -9,17 +9,6 @@ import (
 	"testing"
 )
 
-// undocumentedForNow lists the public packages TestExportedIdentifiersAreDocumented
-// leaves out: they are being restructured (internal/essql becomes
-// eventstore/sqlstore) and are documented separately, with that change. Remove an
-// entry once its package is documented.
-var undocumentedForNow = map[string]bool{
-	"eventstore/sqlite":   true,
-	"eventstore/postgres": true,
-	"eventstore/sqlstore": true,
-	"mq/postgres":         true,
-}
-
 // Every exported identifier of a public package has a doc comment, so go doc tells
 // a user what it is: functions, methods of exported types, types, constants and
 // variables, the exported fields of exported structs and the methods of exported
@@ -32,9 +21,6 @@ func TestExportedIdentifiersAreDocumented(t *testing.T) {
 		t.Fatalf("listed %d files: the listing is wrong", len(files))
 	}
 	for _, f := range files {
-		if undocumentedForNow[f.pkg] {
-			continue
-		}
 		for _, miss := range undocumented(t, f.path) {
 			t.Errorf("%s: %s has no doc comment", f.pkg, miss)
 		}

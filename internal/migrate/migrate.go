@@ -121,3 +121,13 @@ var SQLite = Dialect{
 	VersionTable: "duroq_migrations",
 	Placeholder:  func(int) string { return "?" },
 }
+
+// Run applies the migrations of the "migrations" directory of fsys to db as line
+// (Load, then Apply): what every SQL backend's Migrate does.
+func Run(ctx context.Context, db *sql.DB, d Dialect, fsys fs.FS, line string) error {
+	migs, err := Load(fsys, "migrations")
+	if err != nil {
+		return err
+	}
+	return Apply(ctx, db, d, line, migs)
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/duroq/duroq/internal/migrate"
@@ -44,9 +45,45 @@ func IsUniqueViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
-// maxTxAttempts bounds the tries of a transaction that keeps meeting transient
-// conflicts (serialization failures, deadlocks).
-const maxTxAttempts = 5
+// The one retry policy of duroq's PostgreSQL writes: a transient failure
+// (IsRetryable) runs the whole transaction again, at most MaxTries times, after a
+// jittered pause growing from retryBackoff to maxBackoff.
+const (
+	MaxTries     = 6
+	retryBackoff = 5 * time.Millisecond
+	maxBackoff   = 200 * time.Millisecond
+)
+
+// Retry runs fn until it succeeds, fails with an error retryable rejects (nil:
+// IsRetryable), has run MaxTries times, or ctx ends, which ends a pause at once and
+// is joined to the last error. onRetry, if set, learns of each retry before its
+// pause (for counters and logs).
+func Retry(ctx context.Context, retryable func(error) bool, onRetry func(try int, pause time.Duration, err error), fn func() error) error {
+	if retryable == nil {
+		retryable = IsRetryable
+	}
+	for try := 1; ; try++ {
+		err := fn()
+		if err == nil || try == MaxTries || !retryable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return errors.Join(err, ctx.Err())
+		}
+		pause := min(retryBackoff<<(try-1), maxBackoff)
+		pause = pause/2 + rand.N(pause/2+1)
+		if onRetry != nil {
+			onRetry(try, pause, err)
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-timer.C:
+		}
+	}
+}
 
 // Database returns db as a txn.Database. Every call with the same db returns an
 // equal value, so the backends on one PostgreSQL pool compose.
@@ -54,21 +91,10 @@ func Database(db *sqlx.DB) txn.Database { return database{db} }
 
 type database struct{ db *sqlx.DB }
 
-// Run implements txn.Database: a transaction that fails with a transient conflict
-// (IsRetryable) is run again, up to maxTxAttempts times, after a backoff that ends
-// early with ctx.
+// Run implements txn.Database: a transaction that fails with a transient conflict is
+// run again (Retry).
 func (d database) Run(ctx context.Context, fn func(ctx context.Context, tx txn.Tx) error) error {
-	for attempt := 1; ; attempt++ {
-		err := sqltx.Share(ctx, d.db, func(run func(*sqlx.Tx) error) error { return sqltx.Run(ctx, d.db, run) }, fn)
-		if err == nil || attempt == maxTxAttempts || !IsRetryable(err) {
-			return err
-		}
-		timer := time.NewTimer(time.Duration(attempt) * 5 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return err
-		case <-timer.C:
-		}
-	}
+	return Retry(ctx, nil, nil, func() error {
+		return sqltx.Share(ctx, d.db, func(run func(*sqlx.Tx) error) error { return sqltx.Run(ctx, d.db, run) }, fn)
+	})
 }

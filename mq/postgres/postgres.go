@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,11 +110,7 @@ func New(db *sqlx.DB, o Options) *Queue {
 // search_path. It is idempotent and safe when several processes call it at once (they
 // serialise on an advisory lock).
 func (q *Queue) Migrate(ctx context.Context) error {
-	migs, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	return migrate.Apply(ctx, q.db.DB, pgsql.Dialect, MigrationLine, migs)
+	return migrate.Run(ctx, q.db.DB, pgsql.Dialect, migrations, MigrationLine)
 }
 
 // DB returns the underlying database, for transactions spanning this queue and other
@@ -150,34 +145,15 @@ func keyLockID(queue, key string) string {
 	return "hashtextextended(" + key + ", hashtextextended(" + queue + ", hashtextextended(current_schema(), 7235)))"
 }
 
-// Retries of transient failures (serialization failures, deadlocks, lost
-// connections before a statement was sent).
-const (
-	maxTries     = 6
-	retryBackoff = 5 * time.Millisecond
-	maxBackoff   = 200 * time.Millisecond
-)
-
-// retry runs fn until it succeeds, fails with an error that is not transient, or ran
-// maxTries times, sleeping a short, jittered, growing backoff between tries.
+// retry runs fn under the PostgreSQL retry policy (pgsql.Retry): transient failures
+// and a lost race of moving a message run it again after a short, jittered pause.
 func (q *Queue) retry(ctx context.Context, op string, fn func() error) error {
-	for try := 1; ; try++ {
-		err := fn()
-		if err == nil || try == maxTries || !(pgsql.IsRetryable(err) || errors.Is(err, errMoveRace)) || ctx.Err() != nil {
-			return err
-		}
-		q.retries.Add(1)
-		d := min(retryBackoff<<(try-1), maxBackoff)
-		d = d/2 + rand.N(d/2+1)
-		q.log.Debug("mq/postgres: retrying after a transient failure", "op", op, "try", try, "backoff", d, "err", err)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+	return pgsql.Retry(ctx,
+		func(err error) bool { return pgsql.IsRetryable(err) || errors.Is(err, errMoveRace) },
+		func(try int, pause time.Duration, err error) {
+			q.retries.Add(1)
+			q.log.Debug("mq/postgres: retrying after a transient failure", "op", op, "try", try, "backoff", pause, "err", err)
+		}, fn)
 }
 
 // inTx runs fn in one READ COMMITTED transaction, retried as a whole on transient

@@ -118,11 +118,7 @@ func (q *Queue) Changed() <-chan struct{} { return q.hub.Chan(changedKey) }
 // Migrate creates or upgrades the queue's tables. It is idempotent and safe when
 // several processes call it at once.
 func (q *Queue) Migrate(ctx context.Context) error {
-	migs, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	return migrate.Apply(ctx, q.db.DB, migrate.SQLite, MigrationLine, migs)
+	return migrate.Run(ctx, q.db.DB, migrate.SQLite, migrations, MigrationLine)
 }
 
 // DB returns the underlying database, for transactions spanning this queue and other

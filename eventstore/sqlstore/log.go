@@ -1,4 +1,4 @@
-package essql
+package sqlstore
 
 import (
 	"context"
@@ -202,7 +202,7 @@ func (s *Store) currentPartition(ctx context.Context, q sqlx.QueryerContext, str
 		query = s.d.Queries.LockCurrentPartition
 	}
 	var p int64
-	err := s.ScanRow(ctx, q, query, []any{stream}, &p)
+	err := s.scanRow(ctx, q, query, []any{stream}, &p)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}

@@ -1,4 +1,4 @@
-package essql
+package sqlstore
 
 import (
 	"context"
@@ -19,7 +19,7 @@ type graph struct {
 func (g graph) Node(stream string) (eventstore.StreamNode, bool, error) {
 	n := eventstore.StreamNode{Stream: stream}
 	var status string
-	err := g.s.ScanRow(g.ctx, g.q, g.s.d.Queries.Node, []any{stream}, &n.Parent, &status)
+	err := g.s.scanRow(g.ctx, g.q, g.s.d.Queries.Node, []any{stream}, &n.Parent, &status)
 	if errors.Is(err, sql.ErrNoRows) {
 		return eventstore.StreamNode{}, false, nil
 	}
@@ -294,7 +294,7 @@ func (s *Store) StatsTx(ctx context.Context, q sqlx.QueryerContext, stream strin
 		return eventstore.Stats{}, err
 	}
 	var st eventstore.Stats
-	err := s.ScanRow(ctx, q, s.d.Queries.Stats, []any{stream}, &st.Partition, &st.Events, &st.EventBytes)
+	err := s.scanRow(ctx, q, s.d.Queries.Stats, []any{stream}, &st.Partition, &st.Events, &st.EventBytes)
 	if errors.Is(err, sql.ErrNoRows) {
 		return eventstore.Stats{}, eventstore.NotFound(op, stream)
 	}
@@ -324,10 +324,10 @@ func (s *Store) TotalsTx(ctx context.Context, q sqlx.QueryerContext) (eventstore
 		return eventstore.Totals{}, err
 	}
 	t := eventstore.Totals{ByStatus: make(map[eventstore.Status]int64)}
-	if err := s.ScanRow(ctx, q, s.d.Queries.TotalStreams, nil, &t.Streams); err != nil {
+	if err := s.scanRow(ctx, q, s.d.Queries.TotalStreams, nil, &t.Streams); err != nil {
 		return eventstore.Totals{}, s.wrap(op, "", err)
 	}
-	if err := s.ScanRow(ctx, q, s.d.Queries.TotalPartitions, nil, &t.Partitions, &t.Events); err != nil {
+	if err := s.scanRow(ctx, q, s.d.Queries.TotalPartitions, nil, &t.Partitions, &t.Events); err != nil {
 		return eventstore.Totals{}, s.wrap(op, "", err)
 	}
 	rows, err := s.d.Query(ctx, q, s.d.Queries.TotalsByStatus)

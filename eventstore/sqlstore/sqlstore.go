@@ -1,28 +1,34 @@
-// Package essql is the SQL implementation of eventstore shared by its SQL backends
-// (eventstore/sqlite, eventstore/postgres): validation, row scanning and decoding
-// (checksums, corrupt rows), the KV overlay, result assembly and the bodies of the
-// Store methods. A backend supplies a Dialect — its statements and the few steps
-// that differ (how a write transaction runs, how a statement is executed, the
-// append and update writes, locking) — and forwards its public methods to a Store
-// built on it.
-package essql
+// Package sqlstore is duroq's event store in SQL: one implementation of
+// eventstore.EventStore and eventstore.TxStore that speaks a Dialect. The SQLite
+// (eventstore/sqlite) and PostgreSQL (eventstore/postgres) stores are this Store
+// with their dialects; another database needs only a Dialect.
+//
+// Every method has a twin with a Tx suffix that runs inside the caller's
+// transaction: writes take a *sqlx.Tx (from the store's DB, begun by the caller) and
+// run inside a savepoint, so a failed call leaves nothing of itself and the
+// transaction stays usable; reads take any sqlx.QueryerContext (the *sqlx.Tx, or the
+// *sqlx.DB). The shared code does validation, row scanning and decoding (checksums,
+// corrupt rows), the KV overlay and result assembly; a Dialect supplies the
+// statements and the few steps that differ: how a write transaction runs, how a
+// statement is executed, the append and update writes, locking, migrations.
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
 	"sync/atomic"
 	"time"
 
 	"github.com/duroq/duroq/eventstore"
-	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/sqltx"
+	"github.com/duroq/duroq/txn"
 	"github.com/jmoiron/sqlx"
 )
 
-// Dialect is what a SQL backend supplies.
+// Dialect is what a database supplies: its statements and the steps it does its
+// own way. Every field is required unless its doc says "if set".
 type Dialect struct {
 	// Name prefixes storage errors, e.g. "eventstore/sqlite".
 	Name string
@@ -38,6 +44,13 @@ type Dialect struct {
 	Arrays bool
 	// Queries are the statements the shared code runs.
 	Queries Queries
+
+	// Database is the database the store lives in as a txn.Database (see
+	// eventstore.TxStore): equal for every backend on the same database, so that
+	// they compose.
+	Database txn.Database
+	// Migrate creates or upgrades the store's tables in db.
+	Migrate func(ctx context.Context, db *sqlx.DB) error
 
 	// Run runs fn in a write transaction of its own and commits it if fn succeeds
 	// (SQLite: under the process's write lock; PostgreSQL: run again on a transient
@@ -58,8 +71,7 @@ type Dialect struct {
 	UpdateRows func(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate, status any, ends bool, now int64) error
 	// CommitMany writes the events and applies the updates of commits (checked,
 	// distinct streams) inside tx in a constant number of statements; CommitManyTx
-	// then merges the KV delta of ended partitions. Only a backend that forwards
-	// CommitManyTx sets it.
+	// then merges the KV delta of ended partitions.
 	CommitMany func(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit, now int64) error
 	// LockPlan, if set, returns the streams plan picks for a delete, locked so that
 	// they cannot change before they are removed. Nil runs plan as it is (the
@@ -133,8 +145,8 @@ type Queries struct {
 	TotalStreams, TotalPartitions, TotalsByStatus string
 }
 
-// Store is the shared implementation of a SQL event store. It is safe for
-// concurrent use.
+// Store is the SQL event store. It is safe for concurrent use, also by several
+// processes sharing the database.
 type Store struct {
 	db     *sqlx.DB
 	owned  bool
@@ -143,33 +155,45 @@ type Store struct {
 	closed atomic.Bool
 }
 
-// New returns a store over db speaking d. owned makes Close close db; now is the
-// clock (nil: time.Now).
-func New(db *sqlx.DB, owned bool, now func() time.Time, d Dialect) *Store {
-	if now == nil {
-		now = time.Now
-	}
-	return &Store{db: db, owned: owned, now: now, d: d}
+var _ eventstore.TxStore = (*Store)(nil)
+
+// Options tune New. The zero value is usable.
+type Options struct {
+	// Now is the clock every timestamp is computed from (default time.Now).
+	Now func() time.Time
+	// CloseDB makes Close close the database: set by a backend's Open, which opened
+	// it. A database shared with other stores is the caller's to close.
+	CloseDB bool
 }
 
-// DB returns the underlying database.
+// New returns a store over db speaking d. Call Migrate before use.
+func New(db *sqlx.DB, d Dialect, o Options) *Store {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Store{db: db, owned: o.CloseDB, now: o.Now, d: d}
+}
+
+// DB returns the underlying database, for transactions spanning this store and
+// other stores (see the *Tx methods).
 func (s *Store) DB() *sqlx.DB { return s.db }
 
-// Migrate applies the migrations in the "migrations" directory of fsys to the
-// database as migration line line.
-func (s *Store) Migrate(ctx context.Context, fsys fs.FS, md migrate.Dialect, line string) error {
-	migs, err := migrate.Load(fsys, "migrations")
-	if err != nil {
-		return fmt.Errorf("%s: %w", s.d.Name, err)
-	}
-	if err := migrate.Apply(ctx, s.db.DB, md, line, migs); err != nil {
+// Database implements eventstore.TxStore: the database the store lives in.
+func (s *Store) Database() txn.Database { return s.d.Database }
+
+// Migrate creates or upgrades the store's tables (the "eventstore" migration line).
+// It is idempotent and safe when several processes call it at once.
+func (s *Store) Migrate(ctx context.Context) error {
+	if err := s.d.Migrate(ctx, s.db); err != nil {
 		return fmt.Errorf("%s: %w", s.d.Name, err)
 	}
 	return nil
 }
 
-// Close marks the store closed; the first call also runs Dialect.Release and
-// closes the database if the store owns it.
+// Close implements eventstore.EventStore: it marks the store closed; the first call
+// also runs Dialect.Release and closes the database if Options.CloseDB is set (then
+// a SQLite database is closed when Close returns: when no other process has the file
+// open, its WAL is checkpointed and the -wal and -shm files are removed).
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -270,9 +294,9 @@ func (s *Store) wrap(op, stream string, err error) error {
 	return fmt.Errorf("%s: %s stream %q: %w", s.d.Name, op, stream, err)
 }
 
-// ScanRow runs a single-row query through q (Dialect.Query) and scans the row into
+// scanRow runs a single-row query through q (Dialect.Query) and scans the row into
 // dest; it returns sql.ErrNoRows when there is none.
-func (s *Store) ScanRow(ctx context.Context, q sqlx.QueryerContext, query string, args []any, dest ...any) error {
+func (s *Store) scanRow(ctx context.Context, q sqlx.QueryerContext, query string, args []any, dest ...any) error {
 	rows, err := s.d.Query(ctx, q, query, args...)
 	if err != nil {
 		return err

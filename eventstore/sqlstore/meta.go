@@ -1,4 +1,4 @@
-package essql
+package sqlstore
 
 import (
 	"context"
@@ -48,7 +48,7 @@ func (s *Store) update(ctx context.Context, tx *sqlx.Tx, stream string, u events
 // ones. Most streams have none: one probe then saves the three merge statements.
 func (s *Store) mergeKV(ctx context.Context, tx *sqlx.Tx, stream string, partition int64) error {
 	var pending bool
-	if err := s.ScanRow(ctx, tx, sqlx.Rebind(s.d.Bind, `SELECT EXISTS (SELECT 1 FROM es_kv_delta WHERE stream = ?)`), []any{stream}, &pending); err != nil || !pending {
+	if err := s.scanRow(ctx, tx, sqlx.Rebind(s.d.Bind, `SELECT EXISTS (SELECT 1 FROM es_kv_delta WHERE stream = ?)`), []any{stream}, &pending); err != nil || !pending {
 		return err
 	}
 	for _, q := range []string{s.d.Queries.MergeKVSet, s.d.Queries.MergeKVClear, s.d.Queries.MergeKVDrop} {
@@ -60,8 +60,8 @@ func (s *Store) mergeKV(ctx context.Context, tx *sqlx.Tx, stream string, partiti
 }
 
 // CommitManyTx appends and updates many streams inside tx, as AppendTx then UpdateTx
-// for each commit would, in the constant number of statements of Dialect.CommitMany
-// (a backend forwards this method only if it sets that). It is all or nothing: on
+// for each commit would, in the constant number of statements of Dialect.CommitMany.
+// It is all or nothing: on
 // error nothing of it is written.
 func (s *Store) CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error {
 	const op = "commit"
@@ -114,7 +114,7 @@ func (s *Store) StreamTx(ctx context.Context, q sqlx.QueryerContext, stream stri
 		return eventstore.StreamInfo{}, err
 	}
 	var r streamRow
-	err := s.ScanRow(ctx, q, s.d.Queries.Stream, []any{stream}, r.dest()...)
+	err := s.scanRow(ctx, q, s.d.Queries.Stream, []any{stream}, r.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return eventstore.StreamInfo{}, eventstore.NotFound(op, stream)
 	}
@@ -253,7 +253,7 @@ func (s *Store) SetCustomStatusTx(ctx context.Context, tx *sqlx.Tx, stream strin
 
 func (s *Store) setCustomStatus(ctx context.Context, tx *sqlx.Tx, stream string, value *string) (int64, error) {
 	var version int64
-	err := s.ScanRow(ctx, tx, s.d.Queries.SetCustomStatus, []any{NullString(value), micros(s.now()), stream}, &version)
+	err := s.scanRow(ctx, tx, s.d.Queries.SetCustomStatus, []any{NullString(value), micros(s.now()), stream}, &version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, eventstore.NotFound("set custom status", stream)
 	}
@@ -278,7 +278,7 @@ func (s *Store) CustomStatusTx(ctx context.Context, q sqlx.QueryerContext, strea
 		value   sql.NullString
 		version int64
 	)
-	err := s.ScanRow(ctx, q, s.d.Queries.CustomStatus, []any{stream, lastSeen}, &value, &version)
+	err := s.scanRow(ctx, q, s.d.Queries.CustomStatus, []any{stream, lastSeen}, &value, &version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return eventstore.CustomStatus{}, false, nil
 	}

@@ -1,4 +1,4 @@
-package essql
+package sqlstore
 
 import (
 	"context"

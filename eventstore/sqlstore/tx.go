@@ -1,4 +1,4 @@
-package essql
+package sqlstore
 
 import (
 	"context"
@@ -9,28 +9,9 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// Twins is a SQL event store's work inside a caller's *sqlx.Tx (the *Tx methods of
-// eventstore/sqlite and eventstore/postgres).
-type Twins interface {
-	DB() *sqlx.DB
-	StreamTx(ctx context.Context, q sqlx.QueryerContext, stream string) (eventstore.StreamInfo, error)
-	ReadTx(ctx context.Context, q sqlx.QueryerContext, stream string, partition int64) ([]eventstore.Event, error)
-	KVSnapshotTx(ctx context.Context, q sqlx.QueryerContext, stream string) (map[string]eventstore.KVEntry, error)
-	ReadStatesTx(ctx context.Context, q sqlx.QueryerContext, streams []string) (map[string]*eventstore.StreamState, error)
-	AppendTx(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, events []eventstore.Event) error
-	UpdateTx(ctx context.Context, tx *sqlx.Tx, stream string, u eventstore.StreamUpdate) error
-	CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error
-	SetCustomStatusTx(ctx context.Context, tx *sqlx.Tx, stream string, value *string) (int64, error)
-	ApplyKVTx(ctx context.Context, tx *sqlx.Tx, stream string, partition int64, muts []eventstore.KVMutation) error
-	ListStreamsTx(ctx context.Context, q sqlx.QueryerContext, f eventstore.StreamFilter) ([]string, error)
-	DeleteTx(ctx context.Context, tx *sqlx.Tx, streams []string, o eventstore.DeleteOptions) (eventstore.DeleteResult, error)
-	DeleteWhereTx(ctx context.Context, tx *sqlx.Tx, f eventstore.StreamFilter) (eventstore.DeleteResult, error)
-	PruneTx(ctx context.Context, tx *sqlx.Tx, stream string, o eventstore.PruneOptions) (eventstore.PruneResult, error)
-	PruneWhereTx(ctx context.Context, tx *sqlx.Tx, f eventstore.StreamFilter, o eventstore.PruneOptions) (eventstore.PruneResult, error)
-}
-
-// In returns s's operations inside tx, which must be a transaction of s's database.
-func In(s Twins, tx txn.Tx) (eventstore.StoreTx, error) {
+// In implements eventstore.TxStore: the store's operations inside tx, which must be
+// a transaction of its Database.
+func (s *Store) In(tx txn.Tx) (eventstore.StoreTx, error) {
 	t, ok := sqltx.Of(tx, s.DB())
 	if !ok {
 		return nil, eventstore.ForeignTx(tx)
@@ -39,7 +20,7 @@ func In(s Twins, tx txn.Tx) (eventstore.StoreTx, error) {
 }
 
 type storeTx struct {
-	s  Twins
+	s  *Store
 	tx *sqlx.Tx
 }
 

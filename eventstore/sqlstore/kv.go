@@ -1,4 +1,4 @@
-package essql
+package sqlstore
 
 import (
 	"context"
@@ -79,7 +79,7 @@ func (s *Store) KVGetTx(ctx context.Context, q sqlx.QueryerContext, stream, key 
 			partition int64
 			updated   int64
 		)
-		err := s.ScanRow(ctx, q, query, []any{stream, key}, &value, &partition, &updated)
+		err := s.scanRow(ctx, q, query, []any{stream, key}, &value, &partition, &updated)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
