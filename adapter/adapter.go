@@ -12,7 +12,7 @@ import (
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/mq"
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 	"github.com/duroq/duroq/txn"
 )
 
@@ -36,7 +36,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Provider implements runtime.Provider and runtime.ProviderAdmin over a queue and an
+// Provider implements provider.Provider and provider.ProviderAdmin over a queue and an
 // event store that commit together.
 type Provider struct {
 	q         mq.MessageQueue
@@ -53,8 +53,8 @@ type Provider struct {
 }
 
 var (
-	_ runtime.Provider        = (*Provider)(nil)
-	_ runtime.ManagedProvider = (*Provider)(nil)
+	_ provider.Provider        = (*Provider)(nil)
+	_ provider.ManagedProvider = (*Provider)(nil)
 )
 
 // New returns the provider over q and s. They must be able to commit in one
@@ -150,9 +150,9 @@ func (p *Provider) Close() error {
 	return err
 }
 
-var _ runtime.ChangeNotifier = (*Provider)(nil)
+var _ provider.ChangeNotifier = (*Provider)(nil)
 
-// Changed implements runtime.ChangeNotifier with the queue's notice of other
+// Changed implements provider.ChangeNotifier with the queue's notice of other
 // processes' commits (mq/sqlite watches the database file); nil, that is no notice,
 // for queues without it.
 func (p *Provider) Changed() <-chan struct{} {
@@ -162,8 +162,8 @@ func (p *Provider) Changed() <-chan struct{} {
 	return nil
 }
 
-// Management implements runtime.ManagedProvider.
-func (p *Provider) Management() runtime.ProviderAdmin { return p }
+// Management implements provider.ManagedProvider.
+func (p *Provider) Management() provider.ProviderAdmin { return p }
 
 // ---- encoding between the runtime's types and the primitives' ----
 
@@ -176,23 +176,23 @@ func workKey(instance string, execution, id uint64) string {
 
 func instancePrefix(instance string) string { return fmt.Sprintf("%d:%s/", len(instance), instance) }
 
-func (p *Provider) orchMessage(item *runtime.WorkItem, delay time.Duration) (mq.Message, error) {
-	payload, err := runtime.MarshalWorkItem(item)
+func (p *Provider) orchMessage(item *provider.WorkItem, delay time.Duration) (mq.Message, error) {
+	payload, err := provider.MarshalWorkItem(item)
 	if err != nil {
 		return mq.Message{}, err
 	}
 	target := item.TargetInstance()
 	if target == "" {
-		return mq.Message{}, fmt.Errorf("%w: %s work item names no instance", runtime.ErrInvalid, item.Kind)
+		return mq.Message{}, fmt.Errorf("%w: %s work item names no instance", provider.ErrInvalid, item.Kind)
 	}
 	return mq.Message{Queue: p.orchQ, RoutingKey: target, Payload: payload, Delay: max(delay, 0)}, nil
 }
 
-func (p *Provider) workMessage(item *runtime.WorkItem) (mq.Message, error) {
-	if item.Kind != runtime.WorkActivityExecute {
-		return mq.Message{}, fmt.Errorf("%w: the worker queue takes ActivityExecute items, not %s", runtime.ErrInvalid, item.Kind)
+func (p *Provider) workMessage(item *provider.WorkItem) (mq.Message, error) {
+	if item.Kind != provider.WorkActivityExecute {
+		return mq.Message{}, fmt.Errorf("%w: the worker queue takes ActivityExecute items, not %s", provider.ErrInvalid, item.Kind)
 	}
-	payload, err := runtime.MarshalWorkItem(item)
+	payload, err := provider.MarshalWorkItem(item)
 	if err != nil {
 		return mq.Message{}, err
 	}
@@ -200,10 +200,10 @@ func (p *Provider) workMessage(item *runtime.WorkItem) (mq.Message, error) {
 		Key: workKey(item.Instance, item.ExecutionID, item.ID)}, nil
 }
 
-func toStored(events []runtime.Event) ([]eventstore.Event, error) {
+func toStored(events []provider.Event) ([]eventstore.Event, error) {
 	out := make([]eventstore.Event, len(events))
 	for i := range events {
-		data, err := runtime.MarshalEvent(&events[i])
+		data, err := provider.MarshalEvent(&events[i])
 		if err != nil {
 			return nil, err
 		}
@@ -212,10 +212,10 @@ func toStored(events []runtime.Event) ([]eventstore.Event, error) {
 	return out, nil
 }
 
-func fromStored(events []eventstore.Event) ([]runtime.Event, error) {
-	out := make([]runtime.Event, len(events))
+func fromStored(events []eventstore.Event) ([]provider.Event, error) {
+	out := make([]provider.Event, len(events))
 	for i, e := range events {
-		ev, err := runtime.UnmarshalEvent(e.Data)
+		ev, err := provider.UnmarshalEvent(e.Data)
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", e.Seq, err)
 		}
@@ -224,7 +224,7 @@ func fromStored(events []eventstore.Event) ([]runtime.Event, error) {
 	return out, nil
 }
 
-func attrRanges(f *runtime.CapabilityFilter) *mq.AttrFilter {
+func attrRanges(f *provider.CapabilityFilter) *mq.AttrFilter {
 	if f == nil {
 		return nil
 	}
@@ -237,15 +237,15 @@ func attrRanges(f *runtime.CapabilityFilter) *mq.AttrFilter {
 	return af
 }
 
-func tagFilter(f runtime.TagFilter) mq.TagFilter {
+func tagFilter(f provider.TagFilter) mq.TagFilter {
 	switch f.Mode {
-	case runtime.TagOnly:
+	case provider.TagOnly:
 		return mq.Tags(f.Tags...)
-	case runtime.TagDefaultAnd:
+	case provider.TagDefaultAnd:
 		return mq.DefaultAnd(f.Tags...)
-	case runtime.TagAny:
+	case provider.TagAny:
 		return mq.AnyTag()
-	case runtime.TagNone:
+	case provider.TagNone:
 		return mq.NoTags()
 	default:
 		return mq.DefaultOnly()
@@ -258,42 +258,42 @@ func classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var pe *runtime.ProviderError
+	var pe *provider.ProviderError
 	if errors.As(err, &pe) {
 		return err
 	}
 	for _, m := range []struct{ from, to error }{
-		{mq.ErrLockLost, runtime.ErrLockLost},
-		{mq.ErrClosed, runtime.ErrClosed},
-		{eventstore.ErrClosed, runtime.ErrClosed},
-		{eventstore.ErrConflict, runtime.ErrDuplicateEvent},
-		{eventstore.ErrNotFound, runtime.ErrNotFound},
-		{eventstore.ErrCorrupt, runtime.ErrCorruptHistory},
-		{mq.ErrInvalid, runtime.ErrInvalid},
-		{mq.ErrPayloadTooLarge, runtime.ErrInvalid},
-		{mq.ErrDuplicateKey, runtime.ErrInvalid},
-		{eventstore.ErrInvalid, runtime.ErrInvalid},
-		{eventstore.ErrTooLarge, runtime.ErrInvalid},
-		{eventstore.ErrRunning, runtime.ErrInvalid},
-		{eventstore.ErrNotRoot, runtime.ErrInvalid},
+		{mq.ErrLockLost, provider.ErrLockLost},
+		{mq.ErrClosed, provider.ErrClosed},
+		{eventstore.ErrClosed, provider.ErrClosed},
+		{eventstore.ErrConflict, provider.ErrDuplicateEvent},
+		{eventstore.ErrNotFound, provider.ErrNotFound},
+		{eventstore.ErrCorrupt, provider.ErrCorruptHistory},
+		{mq.ErrInvalid, provider.ErrInvalid},
+		{mq.ErrPayloadTooLarge, provider.ErrInvalid},
+		{mq.ErrDuplicateKey, provider.ErrInvalid},
+		{eventstore.ErrInvalid, provider.ErrInvalid},
+		{eventstore.ErrTooLarge, provider.ErrInvalid},
+		{eventstore.ErrRunning, provider.ErrInvalid},
+		{eventstore.ErrNotRoot, provider.ErrInvalid},
 	} {
 		if errors.Is(err, m.from) {
 			if errors.Is(err, m.to) {
-				return runtime.Permanent(op, err)
+				return provider.Permanent(op, err)
 			}
-			return runtime.Permanent(op, fmt.Errorf("%w: %w", m.to, err))
+			return provider.Permanent(op, fmt.Errorf("%w: %w", m.to, err))
 		}
 	}
 	if sqltx.DBClosed(err) {
-		return runtime.Permanent(op, fmt.Errorf("%w: %w", runtime.ErrClosed, err))
+		return provider.Permanent(op, fmt.Errorf("%w: %w", provider.ErrClosed, err))
 	}
-	for _, permanent := range []error{runtime.ErrLockLost, runtime.ErrInvalid, runtime.ErrNotFound, runtime.ErrDuplicateEvent,
-		runtime.ErrCorruptHistory, runtime.ErrClosed, mq.ErrCorrupt, context.Canceled, context.DeadlineExceeded} {
+	for _, permanent := range []error{provider.ErrLockLost, provider.ErrInvalid, provider.ErrNotFound, provider.ErrDuplicateEvent,
+		provider.ErrCorruptHistory, provider.ErrClosed, mq.ErrCorrupt, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, permanent) {
-			return runtime.Permanent(op, err)
+			return provider.Permanent(op, err)
 		}
 	}
-	return runtime.Retryable(op, err)
+	return provider.Retryable(op, err)
 }
 
 // WriteTransactions counts the queue and store transactions that changed state

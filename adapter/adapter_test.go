@@ -15,18 +15,18 @@ import (
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/pgdb"
 	"github.com/duroq/duroq/pgprovider"
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // factory wires the provider suite's hooks through the primitives.
 func factory(open func(t *testing.T) *adapter.Provider) conformance.ProviderFactory {
 	return conformance.ProviderFactory{
-		New:         func(t *testing.T) runtime.Provider { return open(t) },
+		New:         func(t *testing.T) provider.Provider { return open(t) },
 		LongPolling: true,
 		// Appending an event the runtime cannot decode makes the current execution's
 		// history undecodable, the way a damaged row or a foreign writer would.
-		CorruptInstanceHistory: func(t *testing.T, p runtime.Provider, instance string) {
+		CorruptInstanceHistory: func(t *testing.T, p provider.Provider, instance string) {
 			s := p.(*adapter.Provider).Store()
 			partition, err := s.LatestPartition(t.Context(), instance)
 			if err != nil {
@@ -36,7 +36,7 @@ func factory(open func(t *testing.T) *adapter.Provider) conformance.ProviderFact
 				t.Fatalf("corrupt %s: %v", instance, err)
 			}
 		},
-		MaxAttemptCount: func(t *testing.T, p runtime.Provider, instance string) uint32 {
+		MaxAttemptCount: func(t *testing.T, p provider.Provider, instance string) uint32 {
 			st, err := p.(*adapter.Provider).Queue().KeyStats(t.Context(), "orchestrator", instance)
 			if err != nil {
 				t.Fatalf("max attempt count of %s: %v", instance, err)
@@ -126,17 +126,17 @@ func TestNewRefusesPrimitivesThatCannotCommitTogether(t *testing.T) {
 
 func TestRuntimeMemory(t *testing.T) {
 	conformance.TestRuntime(t, conformance.RuntimeFactory{
-		New: func(t *testing.T) runtime.Provider { return adapter.NewMemory(adapter.Options{}) },
+		New: func(t *testing.T) provider.Provider { return adapter.NewMemory(adapter.Options{}) },
 	})
 }
 
-func openSQLite(location string) (runtime.Provider, error) {
+func openSQLite(location string) (provider.Provider, error) {
 	return sqliteprovider.Open(location, sqliteprovider.Options{})
 }
 
 func TestRuntimeSQLite(t *testing.T) {
 	conformance.TestRuntime(t, conformance.RuntimeFactory{
-		New: func(t *testing.T) runtime.Provider {
+		New: func(t *testing.T) provider.Provider {
 			p, err := openSQLite(filepath.Join(t.TempDir(), "duroq.db"))
 			if err != nil {
 				t.Fatal(err)
@@ -149,7 +149,7 @@ func TestRuntimeSQLite(t *testing.T) {
 }
 
 // openPostgres opens a location of the form "schema dsn".
-func openPostgres(location string) (runtime.Provider, error) {
+func openPostgres(location string) (provider.Provider, error) {
 	schema, dsn, _ := strings.Cut(location, " ")
 	return pgprovider.Open(context.Background(), dsn, pgprovider.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}})
 }
@@ -160,7 +160,7 @@ func TestRuntimePostgres(t *testing.T) {
 		return schema + " " + dsn
 	}
 	conformance.TestRuntime(t, conformance.RuntimeFactory{
-		New: func(t *testing.T) runtime.Provider {
+		New: func(t *testing.T) provider.Provider {
 			p, err := openPostgres(newStore(t))
 			if err != nil {
 				t.Fatal(err)

@@ -4,17 +4,17 @@ import (
 	"context"
 
 	"github.com/duroq/duroq/eventstore"
+	"github.com/duroq/duroq/runtime/provider"
 
 	"github.com/duroq/duroq/mq"
-	"github.com/duroq/duroq/runtime"
 )
 
-var _ runtime.BatchProvider = (*Provider)(nil)
+var _ provider.BatchProvider = (*Provider)(nil)
 
-// FetchOrchestrationItems implements runtime.BatchProvider: the routing-key batches
+// FetchOrchestrationItems implements provider.BatchProvider: the routing-key batches
 // of up to max instances are locked in one transaction, then each is read like a
 // single fetch. With nothing ready it long-polls for one.
-func (p *Provider) FetchOrchestrationItems(ctx context.Context, o runtime.FetchOptions, max int) ([]*runtime.OrchestrationItem, error) {
+func (p *Provider) FetchOrchestrationItems(ctx context.Context, o provider.FetchOptions, max int) ([]*provider.OrchestrationItem, error) {
 	const op = "fetch_orchestration_items"
 	var states map[string]*eventstore.StreamState
 	batches, err := p.dequeueMany(ctx, p.orchQ, mq.DequeueOptions{LockTimeout: o.LockTimeout, KeyAttr: attrRanges(o.Filter)}, max,
@@ -34,9 +34,9 @@ func (p *Provider) FetchOrchestrationItems(ctx context.Context, o runtime.FetchO
 		if item == nil {
 			return nil, err
 		}
-		return []*runtime.OrchestrationItem{item}, err
+		return []*provider.OrchestrationItem{item}, err
 	}
-	items := make([]*runtime.OrchestrationItem, 0, len(batches))
+	items := make([]*provider.OrchestrationItem, 0, len(batches))
 	for i, b := range batches {
 		item, err := p.orchestrationItem(ctx, b, states[b.RoutingKey])
 		if err != nil {
@@ -73,9 +73,9 @@ func (p *Provider) dequeueMany(ctx context.Context, queue string, opts mq.Dequeu
 	return batches, err
 }
 
-// AckOrchestrationItems implements runtime.BatchProvider: every turn commits in one
+// AckOrchestrationItems implements provider.BatchProvider: every turn commits in one
 // transaction, or none does.
-func (p *Provider) AckOrchestrationItems(ctx context.Context, acks []runtime.TurnAck) error {
+func (p *Provider) AckOrchestrationItems(ctx context.Context, acks []provider.TurnAck) error {
 	const op = "ack_orchestration_items"
 	commits := make([]*turnCommit, len(acks))
 	for i, a := range acks {
@@ -88,9 +88,9 @@ func (p *Provider) AckOrchestrationItems(ctx context.Context, acks []runtime.Tur
 	return p.wrote(op, p.b.run(ctx, func(tx turnTx) error { return p.applyTurns(ctx, tx, commits) }))
 }
 
-// FetchWorkItems implements runtime.BatchProvider: up to max worker items locked in
+// FetchWorkItems implements provider.BatchProvider: up to max worker items locked in
 // one transaction; with nothing ready it long-polls for one.
-func (p *Provider) FetchWorkItems(ctx context.Context, o runtime.WorkFetchOptions, max int) ([]*runtime.WorkItemLease, error) {
+func (p *Provider) FetchWorkItems(ctx context.Context, o provider.WorkFetchOptions, max int) ([]*provider.WorkItemLease, error) {
 	const op = "fetch_work_items"
 	batches, err := p.dequeueMany(ctx, p.workQ, workDequeueOptions(o), max, nil)
 	if err != nil {
@@ -101,9 +101,9 @@ func (p *Provider) FetchWorkItems(ctx context.Context, o runtime.WorkFetchOption
 		if lease == nil {
 			return nil, err
 		}
-		return []*runtime.WorkItemLease{lease}, err
+		return []*provider.WorkItemLease{lease}, err
 	}
-	leases := make([]*runtime.WorkItemLease, 0, len(batches))
+	leases := make([]*provider.WorkItemLease, 0, len(batches))
 	for _, b := range batches {
 		if lease := p.workLease(ctx, b); lease != nil {
 			leases = append(leases, lease)
@@ -112,9 +112,9 @@ func (p *Provider) FetchWorkItems(ctx context.Context, o runtime.WorkFetchOption
 	return leases, nil
 }
 
-// AckWorkItems implements runtime.BatchProvider: every item is acked with its
+// AckWorkItems implements provider.BatchProvider: every item is acked with its
 // completion enqueued in one transaction, or none is.
-func (p *Provider) AckWorkItems(ctx context.Context, acks []runtime.WorkAck) error {
+func (p *Provider) AckWorkItems(ctx context.Context, acks []provider.WorkAck) error {
 	const op = "ack_work_items"
 	var completions []mq.Message
 	for _, a := range acks {

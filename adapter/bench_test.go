@@ -7,12 +7,12 @@ import (
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/internal/pgtest"
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 	"github.com/duroq/duroq/sqlitedb"
 	"github.com/duroq/duroq/sqliteprovider"
 )
 
-func benchSQLite(b *testing.B) runtime.Provider {
+func benchSQLite(b *testing.B) provider.Provider {
 	p, err := openSQLite(filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
@@ -20,7 +20,7 @@ func benchSQLite(b *testing.B) runtime.Provider {
 	return p
 }
 
-func benchSQLiteFull(b *testing.B) runtime.Provider {
+func benchSQLiteFull(b *testing.B) provider.Provider {
 	p, err := sqliteprovider.Open(filepath.Join(b.TempDir(), "bench.db"), sqliteprovider.Options{DB: sqlitedb.Options{Synchronous: "FULL"}})
 	if err != nil {
 		b.Fatal(err)
@@ -28,7 +28,7 @@ func benchSQLiteFull(b *testing.B) runtime.Provider {
 	return p
 }
 
-func benchPostgres(b *testing.B) runtime.Provider {
+func benchPostgres(b *testing.B) provider.Provider {
 	dsn, schema := pgtest.Schema(b)
 	p, err := openPostgres(schema + " " + dsn)
 	if err != nil {
@@ -37,7 +37,7 @@ func benchPostgres(b *testing.B) runtime.Provider {
 	return p
 }
 
-func benchMemory(*testing.B) runtime.Provider { return adapter.NewMemory(adapter.Options{}) }
+func benchMemory(*testing.B) provider.Provider { return adapter.NewMemory(adapter.Options{}) }
 
 // BenchmarkRuntime* run the end-to-end workloads (SQLite: a file in WAL mode,
 // synchronous=NORMAL).

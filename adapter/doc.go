@@ -1,5 +1,5 @@
 // Package adapter composes an mq.MessageQueue and an eventstore.EventStore into the
-// runtime's full provider contract (runtime.Provider and runtime.ProviderAdmin).
+// runtime's full provider contract (provider.Provider and provider.ProviderAdmin).
 //
 // Mapping:
 //   - Orchestrator traffic is the queue "orchestrator" with routing key = instance id
@@ -15,9 +15,9 @@
 //     execution is also the routing key's attribute, so the capability filter is
 //     applied by the queue before anything is locked or any history read.
 //   - A started instance that has not run yet is a start message still queued under
-//     its key (PendingStart peeks for it, runtime.PendingStartReader); why a runtime
+//     its key (PendingStart peeks for it, provider.PendingStartReader); why a runtime
 //     gave it back is the message's last error (mq.AbandonOptions.Reason, through
-//     runtime.ReasonAbandoner).
+//     provider.ReasonAbandoner).
 //
 // AckOrchestrationItem is one transaction across both primitives: lock check,
 // history append, KV, metadata, custom status, key attribute, enqueues, activity

@@ -7,28 +7,28 @@ import (
 	"slices"
 
 	"github.com/duroq/duroq/eventstore"
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
-// Read implements runtime.Provider.
-func (p *Provider) Read(ctx context.Context, instance string) ([]runtime.Event, error) {
+// Read implements provider.Provider.
+func (p *Provider) Read(ctx context.Context, instance string) ([]provider.Event, error) {
 	const op = "read"
 	_, stored, err := p.s.ReadLatest(ctx, instance)
 	if errors.Is(err, eventstore.ErrNotFound) {
-		return []runtime.Event{}, nil
+		return []provider.Event{}, nil
 	}
 	return p.decode(op, instance, stored, err)
 }
 
-// ReadWithExecution implements runtime.Provider.
-func (p *Provider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]runtime.Event, error) {
+// ReadWithExecution implements provider.Provider.
+func (p *Provider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]provider.Event, error) {
 	stored, err := p.s.Read(ctx, instance, int64(executionID))
 	return p.decode("read_with_execution", instance, stored, err)
 }
 
 // decode turns stored events into runtime events; undecodable rows are a permanent
 // error, never skipped.
-func (p *Provider) decode(op, instance string, stored []eventstore.Event, err error) ([]runtime.Event, error) {
+func (p *Provider) decode(op, instance string, stored []eventstore.Event, err error) ([]provider.Event, error) {
 	if err != nil {
 		return nil, classify(op, fmt.Errorf("instance %q: %w", instance, err))
 	}
@@ -39,8 +39,8 @@ func (p *Provider) decode(op, instance string, stored []eventstore.Event, err er
 	return events, nil
 }
 
-// AppendWithExecution implements runtime.Provider.
-func (p *Provider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []runtime.Event) error {
+// AppendWithExecution implements provider.Provider.
+func (p *Provider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []provider.Event) error {
 	const op = "append_with_execution"
 	stored, err := toStored(events)
 	if err != nil {
@@ -49,7 +49,7 @@ func (p *Provider) AppendWithExecution(ctx context.Context, instance string, exe
 	return classify(op, p.s.Append(ctx, instance, int64(executionID), stored))
 }
 
-// GetCustomStatus implements runtime.Provider.
+// GetCustomStatus implements provider.Provider.
 func (p *Provider) GetCustomStatus(ctx context.Context, instance string, lastSeen uint64) (*string, uint64, bool, error) {
 	cs, changed, err := p.s.CustomStatus(ctx, instance, int64(lastSeen))
 	if errors.Is(err, eventstore.ErrNotFound) || (err == nil && !changed) {
@@ -61,7 +61,7 @@ func (p *Provider) GetCustomStatus(ctx context.Context, instance string, lastSee
 	return cs.Value, uint64(cs.Version), true, nil
 }
 
-// GetKVValue implements runtime.Provider.
+// GetKVValue implements provider.Provider.
 func (p *Provider) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
 	e, ok, err := p.s.KVGet(ctx, instance, key)
 	if errors.Is(err, eventstore.ErrNotFound) {
@@ -70,7 +70,7 @@ func (p *Provider) GetKVValue(ctx context.Context, instance, key string) (string
 	return e.Value, ok, classify("get_kv_value", err)
 }
 
-// GetKVAllValues implements runtime.Provider.
+// GetKVAllValues implements provider.Provider.
 func (p *Provider) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
 	entries, err := p.s.KVAll(ctx, instance)
 	if errors.Is(err, eventstore.ErrNotFound) {
@@ -86,8 +86,8 @@ func (p *Provider) GetKVAllValues(ctx context.Context, instance string) (map[str
 	return out, nil
 }
 
-// GetInstanceStats implements runtime.Provider.
-func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*runtime.SystemStats, error) {
+// GetInstanceStats implements provider.Provider.
+func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*provider.SystemStats, error) {
 	const op = "get_instance_stats"
 	st, err := p.s.Stats(ctx, instance)
 	if errors.Is(err, eventstore.ErrNotFound) {
@@ -103,29 +103,29 @@ func (p *Provider) GetInstanceStats(ctx context.Context, instance string) (*runt
 		return nil, err
 	}
 	var pending int
-	if len(history) > 0 && history[0].Kind == runtime.EventOrchestrationStarted {
+	if len(history) > 0 && history[0].Kind == provider.EventOrchestrationStarted {
 		pending = len(history[0].CarryForward)
 	}
-	return &runtime.SystemStats{HistoryEventCount: uint64(st.Events), HistorySizeBytes: uint64(st.EventBytes),
+	return &provider.SystemStats{HistoryEventCount: uint64(st.Events), HistorySizeBytes: uint64(st.EventBytes),
 		QueuePendingCount: uint64(pending), KVUserKeyCount: uint64(st.KVKeys),
 		KVTotalValueBytes: uint64(st.KVValueBytes)}, nil
 }
 
-// ---- management (runtime.ProviderAdmin) ----
+// ---- management (provider.ProviderAdmin) ----
 
-// ListInstances implements runtime.ProviderAdmin.
+// ListInstances implements provider.ProviderAdmin.
 func (p *Provider) ListInstances(ctx context.Context) ([]string, error) {
 	ids, err := p.s.ListStreams(ctx, eventstore.StreamFilter{})
 	return ids, classify("list_instances", err)
 }
 
-// ListInstancesByStatus implements runtime.ProviderAdmin.
+// ListInstancesByStatus implements provider.ProviderAdmin.
 func (p *Provider) ListInstancesByStatus(ctx context.Context, status string) ([]string, error) {
 	ids, err := p.s.ListStreams(ctx, eventstore.StreamFilter{Status: eventstore.Status(status)})
 	return ids, classify("list_instances_by_status", err)
 }
 
-// ListExecutions implements runtime.ProviderAdmin.
+// ListExecutions implements provider.ProviderAdmin.
 func (p *Provider) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
 	parts, err := p.s.Partitions(ctx, instance)
 	if errors.Is(err, eventstore.ErrNotFound) {
@@ -141,83 +141,83 @@ func (p *Provider) ListExecutions(ctx context.Context, instance string) ([]uint6
 	return ids, nil
 }
 
-// ReadHistoryWithExecutionID implements runtime.ProviderAdmin.
-func (p *Provider) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]runtime.Event, error) {
+// ReadHistoryWithExecutionID implements provider.ProviderAdmin.
+func (p *Provider) ReadHistoryWithExecutionID(ctx context.Context, instance string, executionID uint64) ([]provider.Event, error) {
 	return p.ReadWithExecution(ctx, instance, executionID)
 }
 
-// ReadHistory implements runtime.ProviderAdmin.
-func (p *Provider) ReadHistory(ctx context.Context, instance string) ([]runtime.Event, error) {
+// ReadHistory implements provider.ProviderAdmin.
+func (p *Provider) ReadHistory(ctx context.Context, instance string) ([]provider.Event, error) {
 	return p.Read(ctx, instance)
 }
 
-// LatestExecutionID implements runtime.ProviderAdmin.
+// LatestExecutionID implements provider.ProviderAdmin.
 func (p *Provider) LatestExecutionID(ctx context.Context, instance string) (uint64, error) {
 	n, err := p.s.LatestPartition(ctx, instance)
 	return uint64(n), classify("latest_execution_id", err)
 }
 
-// GetInstanceInfo implements runtime.ProviderAdmin.
-func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (runtime.InstanceInfo, error) {
+// GetInstanceInfo implements provider.ProviderAdmin.
+func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (provider.InstanceInfo, error) {
 	info, err := p.s.Stream(ctx, instance)
 	if err != nil {
-		return runtime.InstanceInfo{}, classify("get_instance_info", fmt.Errorf("instance %q: %w", instance, err))
+		return provider.InstanceInfo{}, classify("get_instance_info", fmt.Errorf("instance %q: %w", instance, err))
 	}
-	return runtime.InstanceInfo{InstanceID: instance, OrchestrationName: info.Name, OrchestrationVersion: info.Version,
+	return provider.InstanceInfo{InstanceID: instance, OrchestrationName: info.Name, OrchestrationVersion: info.Version,
 		CurrentExecutionID: uint64(info.CurrentPartition), Status: string(info.Status), Output: info.Output,
 		ParentInstanceID: info.Parent, CreatedAt: info.CreatedAt, UpdatedAt: info.UpdatedAt}, nil
 }
 
-// GetExecutionInfo implements runtime.ProviderAdmin.
-func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (runtime.ExecutionInfo, error) {
+// GetExecutionInfo implements provider.ProviderAdmin.
+func (p *Provider) GetExecutionInfo(ctx context.Context, instance string, executionID uint64) (provider.ExecutionInfo, error) {
 	const op = "get_execution_info"
 	parts, err := p.s.Partitions(ctx, instance)
 	if err != nil {
-		return runtime.ExecutionInfo{}, classify(op, fmt.Errorf("instance %q: %w", instance, err))
+		return provider.ExecutionInfo{}, classify(op, fmt.Errorf("instance %q: %w", instance, err))
 	}
 	for _, pi := range parts {
 		if uint64(pi.Partition) == executionID {
-			return runtime.ExecutionInfo{ExecutionID: executionID, Status: string(pi.Status), Output: pi.Output,
+			return provider.ExecutionInfo{ExecutionID: executionID, Status: string(pi.Status), Output: pi.Output,
 				StartedAt: pi.StartedAt, CompletedAt: pi.CompletedAt, EventCount: uint64(pi.Events)}, nil
 		}
 	}
-	return runtime.ExecutionInfo{}, classify(op, fmt.Errorf("%w: instance %q has no execution %d", runtime.ErrNotFound, instance, executionID))
+	return provider.ExecutionInfo{}, classify(op, fmt.Errorf("%w: instance %q has no execution %d", provider.ErrNotFound, instance, executionID))
 }
 
-// GetSystemMetrics implements runtime.ProviderAdmin.
-func (p *Provider) GetSystemMetrics(ctx context.Context) (runtime.SystemMetrics, error) {
+// GetSystemMetrics implements provider.ProviderAdmin.
+func (p *Provider) GetSystemMetrics(ctx context.Context) (provider.SystemMetrics, error) {
 	t, err := p.s.Totals(ctx)
 	if err != nil {
-		return runtime.SystemMetrics{}, classify("get_system_metrics", err)
+		return provider.SystemMetrics{}, classify("get_system_metrics", err)
 	}
-	return runtime.SystemMetrics{TotalInstances: uint64(t.Streams), TotalExecutions: uint64(t.Partitions),
+	return provider.SystemMetrics{TotalInstances: uint64(t.Streams), TotalExecutions: uint64(t.Partitions),
 		RunningInstances: uint64(t.ByStatus[eventstore.StatusRunning]), CompletedInstances: uint64(t.ByStatus[eventstore.StatusCompleted]),
 		FailedInstances: uint64(t.ByStatus[eventstore.StatusFailed]), TotalEvents: uint64(t.Events)}, nil
 }
 
-// GetQueueDepths implements runtime.ProviderAdmin: pending (unacked) messages per
+// GetQueueDepths implements provider.ProviderAdmin: pending (unacked) messages per
 // queue; timers are the orchestrator messages that are not visible yet.
-func (p *Provider) GetQueueDepths(ctx context.Context) (runtime.QueueDepths, error) {
+func (p *Provider) GetQueueDepths(ctx context.Context) (provider.QueueDepths, error) {
 	const op = "get_queue_depths"
 	o, err := p.q.Stats(ctx, p.orchQ)
 	if err != nil {
-		return runtime.QueueDepths{}, classify(op, err)
+		return provider.QueueDepths{}, classify(op, err)
 	}
 	w, err := p.q.Stats(ctx, p.workQ)
 	if err != nil {
-		return runtime.QueueDepths{}, classify(op, err)
+		return provider.QueueDepths{}, classify(op, err)
 	}
-	return runtime.QueueDepths{OrchestratorQueue: uint64(o.Ready + o.Locked + o.Delayed),
+	return provider.QueueDepths{OrchestratorQueue: uint64(o.Ready + o.Locked + o.Delayed),
 		WorkerQueue: uint64(w.Ready + w.Locked + w.Delayed), TimerQueue: uint64(o.Delayed)}, nil
 }
 
-// ListChildren implements runtime.ProviderAdmin (an unknown instance has none).
+// ListChildren implements provider.ProviderAdmin (an unknown instance has none).
 func (p *Provider) ListChildren(ctx context.Context, instance string) ([]string, error) {
 	ids, err := p.s.ListStreams(ctx, eventstore.StreamFilter{Parent: instance})
 	return ids, classify("list_children", err)
 }
 
-// GetParentID implements runtime.ProviderAdmin.
+// GetParentID implements provider.ProviderAdmin.
 func (p *Provider) GetParentID(ctx context.Context, instance string) (string, error) {
 	info, err := p.s.Stream(ctx, instance)
 	if err != nil {
@@ -226,16 +226,16 @@ func (p *Provider) GetParentID(ctx context.Context, instance string) (string, er
 	return info.Parent, nil
 }
 
-// GetInstanceTree implements runtime.ProviderAdmin.
-func (p *Provider) GetInstanceTree(ctx context.Context, instance string) (runtime.InstanceTree, error) {
-	tree := runtime.InstanceTree{RootID: instance}
+// GetInstanceTree implements provider.ProviderAdmin.
+func (p *Provider) GetInstanceTree(ctx context.Context, instance string) (provider.InstanceTree, error) {
+	tree := provider.InstanceTree{RootID: instance}
 	for queue := []string{instance}; len(queue) > 0; {
 		id := queue[0]
 		queue = queue[1:]
 		tree.AllIDs = append(tree.AllIDs, id)
 		children, err := p.ListChildren(ctx, id)
 		if err != nil {
-			return runtime.InstanceTree{}, err
+			return provider.InstanceTree{}, err
 		}
 		queue = append(queue, children...)
 	}
@@ -259,26 +259,26 @@ func (p *Provider) purgeQueues(ctx context.Context, tx turnTx, ids []string) (ui
 	return n, nil
 }
 
-func deleteResult(r eventstore.DeleteResult, queued uint64) runtime.DeleteInstanceResult {
-	return runtime.DeleteInstanceResult{InstancesDeleted: uint64(r.Streams), ExecutionsDeleted: uint64(r.Partitions),
+func deleteResult(r eventstore.DeleteResult, queued uint64) provider.DeleteInstanceResult {
+	return provider.DeleteInstanceResult{InstancesDeleted: uint64(r.Streams), ExecutionsDeleted: uint64(r.Partitions),
 		EventsDeleted: uint64(r.Events), QueueMessagesDeleted: queued}
 }
 
-// DeleteInstance implements runtime.ProviderAdmin.
-func (p *Provider) DeleteInstance(ctx context.Context, instance string, force bool) (runtime.DeleteInstanceResult, error) {
+// DeleteInstance implements provider.ProviderAdmin.
+func (p *Provider) DeleteInstance(ctx context.Context, instance string, force bool) (provider.DeleteInstanceResult, error) {
 	return p.deleteIDs(ctx, "delete_instance", []string{instance}, eventstore.DeleteOptions{Force: force})
 }
 
-// DeleteInstancesAtomic implements runtime.ProviderAdmin.
-func (p *Provider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (runtime.DeleteInstanceResult, error) {
+// DeleteInstancesAtomic implements provider.ProviderAdmin.
+func (p *Provider) DeleteInstancesAtomic(ctx context.Context, ids []string, force bool) (provider.DeleteInstanceResult, error) {
 	if len(ids) == 0 {
-		return runtime.DeleteInstanceResult{}, nil
+		return provider.DeleteInstanceResult{}, nil
 	}
 	return p.deleteIDs(ctx, "delete_instances_atomic", ids, eventstore.DeleteOptions{Force: force, AllowNonRoot: true})
 }
 
-func (p *Provider) deleteIDs(ctx context.Context, op string, ids []string, o eventstore.DeleteOptions) (runtime.DeleteInstanceResult, error) {
-	var res runtime.DeleteInstanceResult
+func (p *Provider) deleteIDs(ctx context.Context, op string, ids []string, o eventstore.DeleteOptions) (provider.DeleteInstanceResult, error) {
+	var res provider.DeleteInstanceResult
 	err := p.b.run(ctx, func(tx turnTx) error {
 		if o.AllowNonRoot {
 			// Exactly ids: a child outside the set would be orphaned (it may have been
@@ -290,7 +290,7 @@ func (p *Provider) deleteIDs(ctx context.Context, op string, ids []string, o eve
 				}
 				for _, c := range children {
 					if !slices.Contains(ids, c) {
-						return fmt.Errorf("%w: deleting %q would orphan its child %q, which is not in the set", runtime.ErrInvalid, id, c)
+						return fmt.Errorf("%w: deleting %q would orphan its child %q, which is not in the set", provider.ErrInvalid, id, c)
 					}
 				}
 			}
@@ -306,9 +306,9 @@ func (p *Provider) deleteIDs(ctx context.Context, op string, ids []string, o eve
 	return res, classify(op, err)
 }
 
-// DeleteInstanceBulk implements runtime.ProviderAdmin.
-func (p *Provider) DeleteInstanceBulk(ctx context.Context, f runtime.InstanceFilter) (runtime.DeleteInstanceResult, error) {
-	var res runtime.DeleteInstanceResult
+// DeleteInstanceBulk implements provider.ProviderAdmin.
+func (p *Provider) DeleteInstanceBulk(ctx context.Context, f provider.InstanceFilter) (provider.DeleteInstanceResult, error) {
+	var res provider.DeleteInstanceResult
 	err := p.b.run(ctx, func(tx turnTx) error {
 		r, err := tx.s.DeleteWhere(ctx, streamFilter(f))
 		if err != nil {
@@ -321,7 +321,7 @@ func (p *Provider) DeleteInstanceBulk(ctx context.Context, f runtime.InstanceFil
 	return res, classify("delete_instance_bulk", err)
 }
 
-func streamFilter(f runtime.InstanceFilter) eventstore.StreamFilter {
+func streamFilter(f provider.InstanceFilter) eventstore.StreamFilter {
 	sf := eventstore.StreamFilter{CompletedBefore: f.CompletedBefore, Limit: f.Limit}
 	if f.InstanceIDs != nil {
 		sf.Streams = f.InstanceIDs
@@ -329,23 +329,23 @@ func streamFilter(f runtime.InstanceFilter) eventstore.StreamFilter {
 	return sf
 }
 
-// PruneExecutions implements runtime.ProviderAdmin.
-func (p *Provider) PruneExecutions(ctx context.Context, instance string, o runtime.PruneOptions) (runtime.PruneResult, error) {
-	var res runtime.PruneResult
+// PruneExecutions implements provider.ProviderAdmin.
+func (p *Provider) PruneExecutions(ctx context.Context, instance string, o provider.PruneOptions) (provider.PruneResult, error) {
+	var res provider.PruneResult
 	err := p.b.run(ctx, func(tx turnTx) error {
 		r, err := tx.s.Prune(ctx, instance, eventstore.PruneOptions{KeepLast: o.KeepLast, CompletedBefore: o.CompletedBefore})
-		res = runtime.PruneResult{InstancesProcessed: uint64(r.Streams), ExecutionsDeleted: uint64(r.Partitions), EventsDeleted: uint64(r.Events)}
+		res = provider.PruneResult{InstancesProcessed: uint64(r.Streams), ExecutionsDeleted: uint64(r.Partitions), EventsDeleted: uint64(r.Events)}
 		return err
 	})
 	return res, classify("prune_executions", err)
 }
 
-// PruneExecutionsBulk implements runtime.ProviderAdmin.
-func (p *Provider) PruneExecutionsBulk(ctx context.Context, f runtime.InstanceFilter, o runtime.PruneOptions) (runtime.PruneResult, error) {
-	var res runtime.PruneResult
+// PruneExecutionsBulk implements provider.ProviderAdmin.
+func (p *Provider) PruneExecutionsBulk(ctx context.Context, f provider.InstanceFilter, o provider.PruneOptions) (provider.PruneResult, error) {
+	var res provider.PruneResult
 	err := p.b.run(ctx, func(tx turnTx) error {
 		r, err := tx.s.PruneWhere(ctx, streamFilter(f), eventstore.PruneOptions{KeepLast: o.KeepLast, CompletedBefore: o.CompletedBefore})
-		res = runtime.PruneResult{InstancesProcessed: uint64(r.Streams), ExecutionsDeleted: uint64(r.Partitions), EventsDeleted: uint64(r.Events)}
+		res = provider.PruneResult{InstancesProcessed: uint64(r.Streams), ExecutionsDeleted: uint64(r.Partitions), EventsDeleted: uint64(r.Events)}
 		return err
 	})
 	return res, classify("prune_executions_bulk", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // mpChildEnv makes the test binary act as one runtime process of the multi-process
@@ -127,7 +128,7 @@ func TestMultiProcessPostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := countEvents(h, runtime.EventActivityCompleted); n != 2 {
+		if n := countEvents(h, provider.EventActivityCompleted); n != 2 {
 			t.Fatalf("%s: %d activity completions in history, want 2", id, n)
 		}
 	}
@@ -199,7 +200,7 @@ func mpCompleted(t *testing.T, conn *pgx.Conn) int {
 	return n
 }
 
-func countEvents(h []runtime.Event, k runtime.EventKind) int {
+func countEvents(h []provider.Event, k provider.EventKind) int {
 	n := 0
 	for _, e := range h {
 		if e.Kind == k {

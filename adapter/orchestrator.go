@@ -7,13 +7,13 @@ import (
 
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/mq"
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
-// FetchOrchestrationItem implements runtime.Provider: one routing-key batch of the
+// FetchOrchestrationItem implements provider.Provider: one routing-key batch of the
 // orchestrator queue (the capability filter is the key-attribute filter, applied
 // before anything is locked), then the instance's current history.
-func (p *Provider) FetchOrchestrationItem(ctx context.Context, o runtime.FetchOptions) (*runtime.OrchestrationItem, error) {
+func (p *Provider) FetchOrchestrationItem(ctx context.Context, o provider.FetchOptions) (*provider.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	b, err := p.q.DequeueBatch(ctx, p.orchQ, mq.DequeueOptions{LockTimeout: o.LockTimeout, Wait: o.PollTimeout, KeyAttr: attrRanges(o.Filter)})
 	if err != nil || b == nil {
@@ -34,21 +34,21 @@ func (p *Provider) FetchOrchestrationItem(ctx context.Context, o runtime.FetchOp
 // orchestrationItem turns a locked batch of an instance's messages and its stored
 // state (nil: none) into its item. It returns (nil, nil) after settling a batch
 // that is not work (see newInstanceItem).
-func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st *eventstore.StreamState) (*runtime.OrchestrationItem, error) {
+func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st *eventstore.StreamState) (*provider.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	var err error
 	instance := b.RoutingKey
-	msgs := make([]runtime.WorkItem, len(b.Messages))
+	msgs := make([]provider.WorkItem, len(b.Messages))
 	for i, d := range b.Messages {
-		if msgs[i], err = runtime.UnmarshalWorkItem(d.Payload); err != nil {
+		if msgs[i], err = provider.UnmarshalWorkItem(d.Payload); err != nil {
 			// A message nobody can read would block its instance forever unseen: keep
 			// it (attempt counted) and say which one it is.
 			_ = p.q.Abandon(ctx, b.Token, mq.AbandonOptions{Delay: p.orphan, ReleaseKey: true})
-			return nil, runtime.Permanent(op, fmt.Errorf("instance %q: orchestrator message %d: %w", instance, d.ID, err))
+			return nil, provider.Permanent(op, fmt.Errorf("instance %q: orchestrator message %d: %w", instance, d.ID, err))
 		}
 	}
-	item := &runtime.OrchestrationItem{Instance: instance, Messages: msgs, LockToken: b.Token,
-		AttemptCount: uint32(b.MaxAttempt()), ExecutionID: runtime.InitialExecutionID}
+	item := &provider.OrchestrationItem{Instance: instance, Messages: msgs, LockToken: b.Token,
+		AttemptCount: uint32(b.MaxAttempt()), ExecutionID: provider.InitialExecutionID}
 	if st == nil {
 		return p.newInstanceItem(ctx, item, b)
 	}
@@ -71,16 +71,16 @@ func (p *Provider) orchestrationItem(ctx context.Context, b *mq.Batch, st *event
 
 // newInstanceItem completes the item of an instance that has no stored state yet,
 // fetched as b.
-func (p *Provider) newInstanceItem(ctx context.Context, item *runtime.OrchestrationItem, b *mq.Batch) (*runtime.OrchestrationItem, error) {
+func (p *Provider) newInstanceItem(ctx context.Context, item *provider.OrchestrationItem, b *mq.Batch) (*provider.OrchestrationItem, error) {
 	const op = "fetch_orchestration_item"
 	name, version := nameFrom(nil, item.Messages)
 	if name != "" {
-		item.OrchestrationName, item.Version, item.KVSnapshot = name, version, map[string]runtime.KVValue{}
+		item.OrchestrationName, item.Version, item.KVSnapshot = name, version, map[string]provider.KVValue{}
 		return item, nil
 	}
 	onlyQueueMessages := true
 	for _, m := range item.Messages {
-		onlyQueueMessages = onlyQueueMessages && m.Kind == runtime.WorkQueueMessage
+		onlyQueueMessages = onlyQueueMessages && m.Kind == provider.WorkQueueMessage
 	}
 	if onlyQueueMessages {
 		// Queue messages for an instance that does not exist can never be consumed.
@@ -113,31 +113,31 @@ func (p *Provider) abandonAfter(ctx context.Context, op, token string, err error
 
 // nameFrom finds an orchestration's name and version in its history, else in a start
 // or continue-as-new message.
-func nameFrom(history []runtime.Event, msgs []runtime.WorkItem) (string, string) {
+func nameFrom(history []provider.Event, msgs []provider.WorkItem) (string, string) {
 	for _, e := range history {
-		if e.Kind == runtime.EventOrchestrationStarted {
+		if e.Kind == provider.EventOrchestrationStarted {
 			return e.Name, e.Version
 		}
 	}
 	for _, m := range msgs {
-		if m.Kind == runtime.WorkStartOrchestration || m.Kind == runtime.WorkContinueAsNew {
+		if m.Kind == provider.WorkStartOrchestration || m.Kind == provider.WorkContinueAsNew {
 			return m.Name, m.Version
 		}
 	}
 	return "", ""
 }
 
-func kvValues(entries map[string]eventstore.KVEntry) map[string]runtime.KVValue {
-	out := make(map[string]runtime.KVValue, len(entries))
+func kvValues(entries map[string]eventstore.KVEntry) map[string]provider.KVValue {
+	out := make(map[string]provider.KVValue, len(entries))
 	for k, e := range entries {
-		out[k] = runtime.KVValue{Value: e.Value, LastUpdatedAtMs: e.UpdatedAt.UnixMilli()}
+		out[k] = provider.KVValue{Value: e.Value, LastUpdatedAtMs: e.UpdatedAt.UnixMilli()}
 	}
 	return out
 }
 
-// AckOrchestrationItem implements runtime.Provider in one transaction of the queue
+// AckOrchestrationItem implements provider.Provider in one transaction of the queue
 // and the store.
-func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a runtime.OrchestrationAck) error {
+func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a provider.OrchestrationAck) error {
 	const op = "ack_orchestration_item"
 	c, err := p.prepareAck(token, a)
 	if err != nil {
@@ -151,7 +151,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a run
 type turnCommit struct {
 	p          *Provider
 	token      string
-	a          runtime.OrchestrationAck
+	a          provider.OrchestrationAck
 	events     []eventstore.Event
 	enqueues   []mq.Message
 	cancelKeys []string
@@ -164,14 +164,14 @@ type turnCommit struct {
 	startsExecution bool
 }
 
-func (p *Provider) prepareAck(token string, a runtime.OrchestrationAck) (*turnCommit, error) {
+func (p *Provider) prepareAck(token string, a provider.OrchestrationAck) (*turnCommit, error) {
 	events, err := toStored(a.HistoryDelta)
 	if err != nil {
 		return nil, err
 	}
 	c := &turnCommit{p: p, token: token, a: a, events: events, execution: int64(a.ExecutionID)}
 	for _, e := range a.HistoryDelta {
-		c.startsExecution = c.startsExecution || e.Kind == runtime.EventOrchestrationStarted
+		c.startsExecution = c.startsExecution || e.Kind == provider.EventOrchestrationStarted
 	}
 	for i := range a.WorkerItems {
 		m, err := p.workMessage(&a.WorkerItems[i])
@@ -184,7 +184,7 @@ func (p *Provider) prepareAck(token string, a runtime.OrchestrationAck) (*turnCo
 	for i := range a.OrchestratorItems {
 		item := &a.OrchestratorItems[i]
 		var delay time.Duration
-		if item.Kind == runtime.WorkTimerFired {
+		if item.Kind == provider.WorkTimerFired {
 			delay = time.UnixMilli(item.FireAtMs).Sub(now)
 		}
 		m, err := p.orchMessage(item, delay)
@@ -199,7 +199,7 @@ func (p *Provider) prepareAck(token string, a runtime.OrchestrationAck) (*turnCo
 	}
 	c.kv, c.customStat = deltaSideEffects(a.HistoryDelta)
 	if c.execution < 1 {
-		return nil, fmt.Errorf("%w: execution id %d", runtime.ErrInvalid, a.ExecutionID)
+		return nil, fmt.Errorf("%w: execution id %d", provider.ErrInvalid, a.ExecutionID)
 	}
 	c.update = eventstore.StreamUpdate{Partition: c.execution, Name: a.Metadata.OrchestrationName,
 		Version: a.Metadata.OrchestrationVersion, Parent: a.Metadata.ParentInstanceID, Output: a.Metadata.Output}
@@ -229,7 +229,7 @@ func (p *Provider) applyTurns(ctx context.Context, tx turnTx, turns []*turnCommi
 	var bulk []eventstore.StreamCommit
 	for i, c := range turns {
 		if locks[i].Queue != p.orchQ {
-			return fmt.Errorf("%w: token %q holds a message of queue %q, not the orchestrator queue", runtime.ErrLockLost, c.token, locks[i].Queue)
+			return fmt.Errorf("%w: token %q holds a message of queue %q, not the orchestrator queue", provider.ErrLockLost, c.token, locks[i].Queue)
 		}
 		instance := locks[i].RoutingKey
 		if len(c.kv) == 0 {
@@ -298,21 +298,21 @@ func (p *Provider) applyTurns(ctx context.Context, tx turnTx, turns []*turnCommi
 
 // deltaSideEffects extracts the KV mutations (in order) and the last custom status
 // change (nil: none; a nil inner value: cleared) of a history delta.
-func deltaSideEffects(delta []runtime.Event) (kv []eventstore.KVMutation, customStatus **string) {
+func deltaSideEffects(delta []provider.Event) (kv []eventstore.KVMutation, customStatus **string) {
 	for i := range delta {
 		e := &delta[i]
 		at := time.UnixMilli(e.TimestampMs)
 		switch e.Kind {
-		case runtime.EventKeyValueSet:
+		case provider.EventKeyValueSet:
 			if e.LastUpdatedAtMs != 0 {
 				at = time.UnixMilli(e.LastUpdatedAtMs)
 			}
 			kv = append(kv, eventstore.KVMutation{Op: eventstore.KVSet, Key: e.Key, Value: e.Value, At: at})
-		case runtime.EventKeyValueCleared:
+		case provider.EventKeyValueCleared:
 			kv = append(kv, eventstore.KVMutation{Op: eventstore.KVClear, Key: e.Key, At: at})
-		case runtime.EventKeyValuesCleared:
+		case provider.EventKeyValuesCleared:
 			kv = append(kv, eventstore.KVMutation{Op: eventstore.KVClearAll, At: at})
-		case runtime.EventCustomStatusUpdated:
+		case provider.EventCustomStatusUpdated:
 			status := e.Status
 			customStatus = &status
 		}
@@ -320,20 +320,20 @@ func deltaSideEffects(delta []runtime.Event) (kv []eventstore.KVMutation, custom
 	return kv, customStatus
 }
 
-// AbandonOrchestrationItem implements runtime.Provider.
+// AbandonOrchestrationItem implements provider.Provider.
 func (p *Provider) AbandonOrchestrationItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
 	return p.AbandonOrchestrationItemWithReason(ctx, token, delay, ignoreAttempt, "")
 }
 
-// RenewOrchestrationItemLock implements runtime.Provider.
+// RenewOrchestrationItemLock implements provider.Provider.
 func (p *Provider) RenewOrchestrationItemLock(ctx context.Context, token string, extend time.Duration) error {
 	_, err := p.q.Renew(ctx, token, extend)
 	return p.wrote("renew_orchestration_item_lock", err)
 }
 
-// EnqueueForOrchestrator implements runtime.Provider. The delay, not a timer's fire
+// EnqueueForOrchestrator implements provider.Provider. The delay, not a timer's fire
 // time, sets the visibility on this path.
-func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item runtime.WorkItem, delay time.Duration) error {
+func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.WorkItem, delay time.Duration) error {
 	const op = "enqueue_for_orchestrator"
 	m, err := p.orchMessage(&item, delay)
 	if err != nil {

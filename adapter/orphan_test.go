@@ -9,15 +9,16 @@ import (
 
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // An event raised for an instance that is never started waits for it (a start may
 // be racing behind), but not forever: once older than OrphanTTL it is dropped.
 func TestOrphanMessagesAreDroppedAfterTheirTTL(t *testing.T) {
-	for name, open := range map[string]func(adapter.Options) (runtime.ManagedProvider, error){
-		"memory": func(o adapter.Options) (runtime.ManagedProvider, error) { return adapter.NewMemory(o), nil },
-		"sqlite": func(o adapter.Options) (runtime.ManagedProvider, error) {
+	for name, open := range map[string]func(adapter.Options) (provider.ManagedProvider, error){
+		"memory": func(o adapter.Options) (provider.ManagedProvider, error) { return adapter.NewMemory(o), nil },
+		"sqlite": func(o adapter.Options) (provider.ManagedProvider, error) {
 			return sqliteprovider.Open(filepath.Join(t.TempDir(), "duroq.db"), sqliteprovider.Options{Options: o})
 		},
 	} {
@@ -43,7 +44,7 @@ func TestOrphanMessagesAreDroppedAfterTheirTTL(t *testing.T) {
 				return d.OrchestratorQueue
 			}
 			fetch := func() {
-				item, err := p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: time.Minute})
+				item, err := p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: time.Minute})
 				if err != nil || item != nil {
 					t.Fatalf("fetch: %+v, %v; want no work", item, err)
 				}

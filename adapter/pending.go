@@ -6,15 +6,15 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/mq"
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 var (
-	_ runtime.PendingStartReader = (*Provider)(nil)
-	_ runtime.ReasonAbandoner    = (*Provider)(nil)
+	_ provider.PendingStartReader = (*Provider)(nil)
+	_ provider.ReasonAbandoner    = (*Provider)(nil)
 )
 
-// AbandonOrchestrationItemWithReason implements runtime.ReasonAbandoner: the queue
+// AbandonOrchestrationItemWithReason implements provider.ReasonAbandoner: the queue
 // keeps reason (clipped to mq.MaxReasonSize) as the last error of the messages whose
 // attempt counts, where PendingStart finds it.
 func (p *Provider) AbandonOrchestrationItemWithReason(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool, reason string) error {
@@ -27,14 +27,14 @@ func (p *Provider) AbandonOrchestrationItemWithReason(ctx context.Context, token
 // reads at a time: the start is almost always the first, and payloads may be large.
 const pendingPeekPage = 16
 
-// PendingStart implements runtime.PendingStartReader by peeking at the instance's
+// PendingStart implements provider.PendingStartReader by peeking at the instance's
 // orchestrator messages (the instance is their routing key) for the oldest start,
 // locked or not. A queue without mq.Admin shows none.
-func (p *Provider) PendingStart(ctx context.Context, instance string) (*runtime.PendingStart, error) {
+func (p *Provider) PendingStart(ctx context.Context, instance string) (*provider.PendingStart, error) {
 	const op = "pending_start"
 	if instance == "" {
 		// An empty routing key would peek at every instance's messages.
-		return nil, runtime.Permanent(op, fmt.Errorf("%w: empty instance id", runtime.ErrInvalid))
+		return nil, provider.Permanent(op, fmt.Errorf("%w: empty instance id", provider.ErrInvalid))
 	}
 	a, ok := p.q.(mq.Admin)
 	if !ok {
@@ -49,8 +49,8 @@ func (p *Provider) PendingStart(ctx context.Context, instance string) (*runtime.
 		for _, m := range msgs {
 			// An unreadable message is not a start anyone can run; the dispatcher
 			// reports it when it fetches the instance.
-			if item, err := runtime.UnmarshalWorkItem(m.Payload); err == nil && item.Kind == runtime.WorkStartOrchestration {
-				return &runtime.PendingStart{Name: item.Name, Version: item.Version, Attempts: m.Attempt,
+			if item, err := provider.UnmarshalWorkItem(m.Payload); err == nil && item.Kind == provider.WorkStartOrchestration {
+				return &provider.PendingStart{Name: item.Name, Version: item.Version, Attempts: m.Attempt,
 					LastError: m.LastError, EnqueuedAt: m.EnqueuedAt}, nil
 			}
 		}

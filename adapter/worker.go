@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/mq"
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
-// FetchWorkItem implements runtime.Provider: one message of the worker queue.
-func (p *Provider) FetchWorkItem(ctx context.Context, o runtime.WorkFetchOptions) (*runtime.WorkItemLease, error) {
+// FetchWorkItem implements provider.Provider: one message of the worker queue.
+func (p *Provider) FetchWorkItem(ctx context.Context, o provider.WorkFetchOptions) (*provider.WorkItemLease, error) {
 	const op = "fetch_work_item"
 	opts := workDequeueOptions(o)
 	opts.Wait = o.PollTimeout
@@ -22,10 +22,10 @@ func (p *Provider) FetchWorkItem(ctx context.Context, o runtime.WorkFetchOptions
 	if lease := p.workLease(ctx, b); lease != nil {
 		return lease, nil
 	}
-	return nil, runtime.Permanent(op, fmt.Errorf("worker message %d cannot be decoded; it is offered again after %v", b.Messages[0].ID, p.orphan))
+	return nil, provider.Permanent(op, fmt.Errorf("worker message %d cannot be decoded; it is offered again after %v", b.Messages[0].ID, p.orphan))
 }
 
-func workDequeueOptions(o runtime.WorkFetchOptions) mq.DequeueOptions {
+func workDequeueOptions(o provider.WorkFetchOptions) mq.DequeueOptions {
 	opts := mq.DequeueOptions{LockTimeout: o.LockTimeout, Tags: tagFilter(o.Tags)}
 	if s := o.Session; s != nil {
 		opts.Session = &mq.SessionOptions{Owner: s.OwnerID, LeaseTimeout: s.LockTimeout}
@@ -35,20 +35,20 @@ func workDequeueOptions(o runtime.WorkFetchOptions) mq.DequeueOptions {
 
 // workLease decodes a locked worker message; one nobody can read is abandoned (its
 // attempt counted) and nil returned.
-func (p *Provider) workLease(ctx context.Context, b *mq.Batch) *runtime.WorkItemLease {
+func (p *Provider) workLease(ctx context.Context, b *mq.Batch) *provider.WorkItemLease {
 	d := b.Messages[0]
-	item, err := runtime.UnmarshalWorkItem(d.Payload)
+	item, err := provider.UnmarshalWorkItem(d.Payload)
 	if err != nil {
 		p.log.Warn("undecodable worker message", "id", d.ID, "err", err)
 		_ = p.q.Abandon(ctx, b.Token, mq.AbandonOptions{Delay: p.orphan})
 		return nil
 	}
-	return &runtime.WorkItemLease{Item: item, LockToken: b.Token, AttemptCount: uint32(d.Attempt)}
+	return &provider.WorkItemLease{Item: item, LockToken: b.Token, AttemptCount: uint32(d.Attempt)}
 }
 
-// AckWorkItem implements runtime.Provider: the item's deletion and its completion's
+// AckWorkItem implements provider.Provider: the item's deletion and its completion's
 // enqueue are one atomic queue Ack.
-func (p *Provider) AckWorkItem(ctx context.Context, token string, completion *runtime.WorkItem) error {
+func (p *Provider) AckWorkItem(ctx context.Context, token string, completion *provider.WorkItem) error {
 	const op = "ack_work_item"
 	var then []mq.Message
 	if completion != nil {
@@ -61,24 +61,24 @@ func (p *Provider) AckWorkItem(ctx context.Context, token string, completion *ru
 	return p.wrote(op, p.q.Ack(ctx, token, then...))
 }
 
-// AbandonWorkItem implements runtime.Provider.
+// AbandonWorkItem implements provider.Provider.
 func (p *Provider) AbandonWorkItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
 	return p.wrote("abandon_work_item", p.q.Abandon(ctx, token, mq.AbandonOptions{Delay: max(delay, 0), IgnoreAttempt: ignoreAttempt}))
 }
 
-// RenewWorkItemLock implements runtime.Provider.
+// RenewWorkItemLock implements provider.Provider.
 func (p *Provider) RenewWorkItemLock(ctx context.Context, token string, extend time.Duration) error {
 	_, err := p.q.Renew(ctx, token, extend)
 	return p.wrote("renew_work_item_lock", err)
 }
 
-// RenewSessionLock implements runtime.Provider.
+// RenewSessionLock implements provider.Provider.
 func (p *Provider) RenewSessionLock(ctx context.Context, owners []string, extend, idleTimeout time.Duration) (int, error) {
 	n, err := p.q.RenewSessions(ctx, p.workQ, owners, extend, idleTimeout)
 	return n, classify("renew_session_lock", err)
 }
 
-// CleanupOrphanedSessions implements runtime.Provider: sessions whose lease lapsed
+// CleanupOrphanedSessions implements provider.Provider: sessions whose lease lapsed
 // and that have no pending item are forgotten (the idle timeout is not needed: a
 // lapsed lease already means no owner is renewing).
 func (p *Provider) CleanupOrphanedSessions(ctx context.Context, _ time.Duration) (int, error) {
@@ -86,8 +86,8 @@ func (p *Provider) CleanupOrphanedSessions(ctx context.Context, _ time.Duration)
 	return n, classify("cleanup_orphaned_sessions", err)
 }
 
-// EnqueueForWorker implements runtime.Provider.
-func (p *Provider) EnqueueForWorker(ctx context.Context, item runtime.WorkItem) error {
+// EnqueueForWorker implements provider.Provider.
+func (p *Provider) EnqueueForWorker(ctx context.Context, item provider.WorkItem) error {
 	const op = "enqueue_for_worker"
 	m, err := p.workMessage(&item)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // Workloads of Load.
@@ -109,7 +110,7 @@ type TxCounter interface {
 
 // Load runs cfg's workload on a runtime over p and reports throughput and latency.
 // p must be empty of other work.
-func Load(ctx context.Context, p runtime.Provider, cfg Config) (Report, error) {
+func Load(ctx context.Context, p provider.Provider, cfg Config) (Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return Report{}, err
 	}
@@ -164,14 +165,14 @@ func Load(ctx context.Context, p runtime.Provider, cfg Config) (Report, error) {
 // Ended is the end of an execution, as the runtime that ran it reports it.
 type Ended struct {
 	Instance string    `json:"instance"` // the instance whose execution ended
-	Status   string    `json:"status"`   // runtime.StatusCompleted, StatusFailed or StatusContinuedAsNew
+	Status   string    `json:"status"`   // provider.StatusCompleted, StatusFailed or StatusContinuedAsNew
 	At       time.Time `json:"at"`       // when the runtime committed the end, by its process's clock
 }
 
 // Serve runs cfg's workload on a runtime over p until ctx ends, calling ended for
 // every execution that ends there: a worker of Load, or a worker process of a
 // scale-out run (see Drive).
-func Serve(ctx context.Context, p runtime.Provider, cfg Config, ended func(Ended)) error {
+func Serve(ctx context.Context, p provider.Provider, cfg Config, ended func(Ended)) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
@@ -198,7 +199,7 @@ func Serve(ctx context.Context, p runtime.Provider, cfg Config, ended func(Ended
 // at most cfg.Concurrency in flight (0: no bound), and counts them done as ended
 // reports their ends (from whichever process ran them; the clocks of the processes
 // must agree). The report's CPU is this process's.
-func Drive(ctx context.Context, p runtime.Provider, cfg Config, ended <-chan Ended) (Report, error) {
+func Drive(ctx context.Context, p provider.Provider, cfg Config, ended <-chan Ended) (Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return Report{}, err
 	}
@@ -227,7 +228,7 @@ type driver struct {
 	last      time.Time // the latest end
 }
 
-func newDriver(p runtime.Provider, cfg Config) *driver {
+func newDriver(p provider.Provider, cfg Config) *driver {
 	d := &driver{cfg: cfg, client: runtime.NewClient(p), ids: make([]string, cfg.N), started: make(map[string]time.Time, cfg.N)}
 	for i := range d.ids {
 		d.ids[i] = fmt.Sprintf("%s-%06d", cfg.Workload, i)
@@ -334,7 +335,7 @@ func (d *driver) end(e Ended) bool {
 	if e.At.After(d.last) {
 		d.last = e.At
 	}
-	if e.Status != runtime.StatusCompleted {
+	if e.Status != provider.StatusCompleted {
 		d.failures = append(d.failures, e.Instance+": "+e.Status)
 	}
 	if d.slots != nil {
@@ -443,7 +444,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func txCount(p runtime.Provider) uint64 {
+func txCount(p provider.Provider) uint64 {
 	if c, ok := p.(TxCounter); ok {
 		return c.WriteTransactions()
 	}

@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // ProviderFactory returns a fresh, empty provider for one benchmark; the harness
 // closes it.
-type ProviderFactory func(b *testing.B) runtime.Provider
+type ProviderFactory func(b *testing.B) provider.Provider
 
-func openProvider(b *testing.B, f ProviderFactory) runtime.Provider {
+func openProvider(b *testing.B, f ProviderFactory) provider.Provider {
 	b.Helper()
 	p := f(b)
 	b.Cleanup(func() { p.Close() })
@@ -55,29 +56,29 @@ func Provider(b *testing.B, f ProviderFactory) {
 		ctx := context.Background()
 		for i := range b.N {
 			id := fmt.Sprintf("p-%d", i)
-			if err := p.EnqueueForOrchestrator(ctx, runtime.WorkItem{Kind: runtime.WorkStartOrchestration, Instance: id,
+			if err := p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: id,
 				ExecutionID: 1, Name: "O", Version: "1.0.0"}, 0); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.ResetTimer()
 		for range b.N {
-			item, err := p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: 30e9})
+			item, err := p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: 30e9})
 			if err != nil || item == nil {
 				b.Fatalf("fetch: %v, %v", item, err)
 			}
-			ack := runtime.OrchestrationAck{ExecutionID: 1,
-				HistoryDelta: []runtime.Event{{Kind: runtime.EventOrchestrationStarted, EventID: 1, Name: "O", Version: "1.0.0"},
-					{Kind: runtime.EventActivityScheduled, EventID: 2, Name: "A"}},
-				WorkerItems: []runtime.WorkItem{{Kind: runtime.WorkActivityExecute, Instance: item.Instance, ExecutionID: 1, ID: 2, Name: "A"}}}
+			ack := provider.OrchestrationAck{ExecutionID: 1,
+				HistoryDelta: []provider.Event{{Kind: provider.EventOrchestrationStarted, EventID: 1, Name: "O", Version: "1.0.0"},
+					{Kind: provider.EventActivityScheduled, EventID: 2, Name: "A"}},
+				WorkerItems: []provider.WorkItem{{Kind: provider.WorkActivityExecute, Instance: item.Instance, ExecutionID: 1, ID: 2, Name: "A"}}}
 			if err := p.AckOrchestrationItem(ctx, item.LockToken, ack); err != nil {
 				b.Fatal(err)
 			}
-			lease, err := p.FetchWorkItem(ctx, runtime.WorkFetchOptions{LockTimeout: 30e9})
+			lease, err := p.FetchWorkItem(ctx, provider.WorkFetchOptions{LockTimeout: 30e9})
 			if err != nil || lease == nil {
 				b.Fatalf("fetch work: %v, %v", lease, err)
 			}
-			done := &runtime.WorkItem{Kind: runtime.WorkActivityCompleted, Instance: lease.Item.Instance, ExecutionID: 1, ID: 2}
+			done := &provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: lease.Item.Instance, ExecutionID: 1, ID: 2}
 			if err := p.AckWorkItem(ctx, lease.LockToken, done); err != nil {
 				b.Fatal(err)
 			}

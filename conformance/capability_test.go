@@ -8,7 +8,7 @@ import (
 
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/conformance"
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // partialChildEnv makes TestMissingCapabilitiesAreNotConformant run the suite as a
@@ -21,7 +21,7 @@ const partialChildEnv = "CONFORMANCE_PARTIAL_CHILD"
 func TestMissingCapabilitiesAreNotConformant(t *testing.T) {
 	if mode := os.Getenv(partialChildEnv); mode != "" {
 		conformance.TestProvider(t, conformance.ProviderFactory{
-			New:     func(*testing.T) runtime.Provider { return adapter.NewMemory(adapter.Options{}) },
+			New:     func(*testing.T) provider.Provider { return adapter.NewMemory(adapter.Options{}) },
 			Partial: mode == "partial", // and no CorruptInstanceHistory hook
 		})
 		return

@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // ProviderFactory makes fresh providers for TestProvider, with the hooks some cases
 // need (duroxide's ProviderFactory).
 type ProviderFactory struct {
 	// New returns a new, empty provider; the suite closes it.
-	New func(t *testing.T) runtime.Provider
+	New func(t *testing.T) provider.Provider
 	// LockTimeout is the lock timeout of tests that wait for locks to lapse (they
 	// sleep LockTimeout plus a margin). Default 500ms.
 	LockTimeout time.Duration
@@ -30,10 +30,10 @@ type ProviderFactory struct {
 	// CorruptInstanceHistory damages the stored history of instance's current
 	// execution so that it can no longer be decoded. Cases that need it skip, saying
 	// so, when it is nil.
-	CorruptInstanceHistory func(t *testing.T, p runtime.Provider, instance string)
+	CorruptInstanceHistory func(t *testing.T, p provider.Provider, instance string)
 	// MaxAttemptCount returns the largest attempt count among instance's pending
 	// orchestrator messages. Cases that need it skip, saying so, when it is nil.
-	MaxAttemptCount func(t *testing.T, p runtime.Provider, instance string) uint32
+	MaxAttemptCount func(t *testing.T, p provider.Provider, instance string) uint32
 	// Partial declares that the provider is tested without some capabilities
 	// (management, the hooks above): the summary of the cases they kept from running
 	// is then logged. By default it fails the suite: such a provider is not shown
@@ -135,7 +135,7 @@ func (c *capabilityTally) summary() string {
 }
 
 // open makes a fresh provider and closes it when the test ends.
-func (e penv) open(t *testing.T) runtime.Provider {
+func (e penv) open(t *testing.T) provider.Provider {
 	t.Helper()
 	p := e.f.New(t)
 	if p == nil {
@@ -150,11 +150,11 @@ func (e penv) open(t *testing.T) runtime.Provider {
 }
 
 // admin returns p's management capability or skips the test, saying why.
-func (e penv) admin(t *testing.T, p runtime.Provider) runtime.ProviderAdmin {
+func (e penv) admin(t *testing.T, p provider.Provider) provider.ProviderAdmin {
 	t.Helper()
-	m, ok := p.(runtime.ManagedProvider)
+	m, ok := p.(provider.ManagedProvider)
 	if !ok {
-		e.lacks(t, "management (runtime.ManagedProvider)", "the provider does not implement it")
+		e.lacks(t, "management (provider.ManagedProvider)", "the provider does not implement it")
 	}
 	return m.Management()
 }
@@ -168,48 +168,48 @@ const longLock = 30 * time.Second
 
 // ---- work item and event builders (duroxide's test helpers) ----
 
-func startItem(instance, name, version, input string) runtime.WorkItem {
-	return runtime.WorkItem{Kind: runtime.WorkStartOrchestration, Instance: instance, Name: name, Version: version,
-		Input: input, ExecutionID: runtime.InitialExecutionID}
+func startItem(instance, name, version, input string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: instance, Name: name, Version: version,
+		Input: input, ExecutionID: provider.InitialExecutionID}
 }
 
-func startedEvent(id uint64, name, version, input string) runtime.Event {
-	return runtime.Event{Kind: runtime.EventOrchestrationStarted, EventID: id, Name: name, Version: version, Input: input}
+func startedEvent(id uint64, name, version, input string) provider.Event {
+	return provider.Event{Kind: provider.EventOrchestrationStarted, EventID: id, Name: name, Version: version, Input: input}
 }
 
-func activityScheduled(id uint64, name, input string) runtime.Event {
-	return runtime.Event{Kind: runtime.EventActivityScheduled, EventID: id, Name: name, Input: input}
+func activityScheduled(id uint64, name, input string) provider.Event {
+	return provider.Event{Kind: provider.EventActivityScheduled, EventID: id, Name: name, Input: input}
 }
 
-func activityExecute(instance string, execution, id uint64, name, input string) runtime.WorkItem {
-	return runtime.WorkItem{Kind: runtime.WorkActivityExecute, Instance: instance, ExecutionID: execution, ID: id, Name: name, Input: input}
+func activityExecute(instance string, execution, id uint64, name, input string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkActivityExecute, Instance: instance, ExecutionID: execution, ID: id, Name: name, Input: input}
 }
 
-func activityCompleted(instance string, execution, id uint64, result string) runtime.WorkItem {
-	return runtime.WorkItem{Kind: runtime.WorkActivityCompleted, Instance: instance, ExecutionID: execution, ID: id, Result: result}
+func activityCompleted(instance string, execution, id uint64, result string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: instance, ExecutionID: execution, ID: id, Result: result}
 }
 
-func externalRaised(instance, name, data string) runtime.WorkItem {
-	return runtime.WorkItem{Kind: runtime.WorkExternalRaised, Instance: instance, Name: name, Data: data}
+func externalRaised(instance, name, data string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkExternalRaised, Instance: instance, Name: name, Data: data}
 }
 
 func ptr[T any](v T) *T { return &v }
 
 // metadata is the ExecutionMetadata duroxide's helpers ack a new instance with.
-func metadata(name, version string) runtime.ExecutionMetadata {
-	return runtime.ExecutionMetadata{OrchestrationName: ptr(name), OrchestrationVersion: ptr(version)}
+func metadata(name, version string) provider.ExecutionMetadata {
+	return provider.ExecutionMetadata{OrchestrationName: ptr(name), OrchestrationVersion: ptr(version)}
 }
 
 // ---- provider calls that fail the test on error ----
 
-func enqueueOrch(t *testing.T, p runtime.Provider, item runtime.WorkItem, delay time.Duration) {
+func enqueueOrch(t *testing.T, p provider.Provider, item provider.WorkItem, delay time.Duration) {
 	t.Helper()
 	if err := p.EnqueueForOrchestrator(t.Context(), item, delay); err != nil {
 		t.Fatalf("EnqueueForOrchestrator(%s %s): %v", item.Kind, item.TargetInstance(), err)
 	}
 }
 
-func enqueueWork(t *testing.T, p runtime.Provider, item runtime.WorkItem) {
+func enqueueWork(t *testing.T, p provider.Provider, item provider.WorkItem) {
 	t.Helper()
 	if err := p.EnqueueForWorker(t.Context(), item); err != nil {
 		t.Fatalf("EnqueueForWorker(%s %s): %v", item.Kind, item.Name, err)
@@ -217,9 +217,9 @@ func enqueueWork(t *testing.T, p runtime.Provider, item runtime.WorkItem) {
 }
 
 // fetchOrch fetches with lock timeout lock and no filter; nil when there is no work.
-func fetchOrch(t *testing.T, p runtime.Provider, lock time.Duration) *runtime.OrchestrationItem {
+func fetchOrch(t *testing.T, p provider.Provider, lock time.Duration) *provider.OrchestrationItem {
 	t.Helper()
-	item, err := p.FetchOrchestrationItem(t.Context(), runtime.FetchOptions{LockTimeout: lock})
+	item, err := p.FetchOrchestrationItem(t.Context(), provider.FetchOptions{LockTimeout: lock})
 	if err != nil {
 		t.Fatalf("FetchOrchestrationItem: %v", err)
 	}
@@ -227,7 +227,7 @@ func fetchOrch(t *testing.T, p runtime.Provider, lock time.Duration) *runtime.Or
 }
 
 // mustFetchOrch is fetchOrch that requires an item.
-func mustFetchOrch(t *testing.T, p runtime.Provider, lock time.Duration, what string) *runtime.OrchestrationItem {
+func mustFetchOrch(t *testing.T, p provider.Provider, lock time.Duration, what string) *provider.OrchestrationItem {
 	t.Helper()
 	item := fetchOrch(t, p, lock)
 	if item == nil {
@@ -237,16 +237,16 @@ func mustFetchOrch(t *testing.T, p runtime.Provider, lock time.Duration, what st
 }
 
 // fetchWork fetches a worker item (default tag filter, no session); nil when none.
-func fetchWork(t *testing.T, p runtime.Provider, lock time.Duration) *runtime.WorkItemLease {
+func fetchWork(t *testing.T, p provider.Provider, lock time.Duration) *provider.WorkItemLease {
 	t.Helper()
-	lease, err := p.FetchWorkItem(t.Context(), runtime.WorkFetchOptions{LockTimeout: lock})
+	lease, err := p.FetchWorkItem(t.Context(), provider.WorkFetchOptions{LockTimeout: lock})
 	if err != nil {
 		t.Fatalf("FetchWorkItem: %v", err)
 	}
 	return lease
 }
 
-func ackOrch(t *testing.T, p runtime.Provider, token string, ack runtime.OrchestrationAck) {
+func ackOrch(t *testing.T, p provider.Provider, token string, ack provider.OrchestrationAck) {
 	t.Helper()
 	if err := p.AckOrchestrationItem(t.Context(), token, ack); err != nil {
 		t.Fatalf("AckOrchestrationItem: %v", err)
@@ -256,16 +256,16 @@ func ackOrch(t *testing.T, p runtime.Provider, token string, ack runtime.Orchest
 // createInstance is duroxide's create_instance helper: enqueue a start of
 // "TestOrch" 1.0.0, fetch it, and ack an OrchestrationStarted with name and version
 // metadata, leaving the instance Running with one event in execution 1.
-func createInstance(t *testing.T, p runtime.Provider, instance string) {
+func createInstance(t *testing.T, p provider.Provider, instance string) {
 	t.Helper()
 	enqueueOrch(t, p, startItem(instance, "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of "+instance)
 	if item.Instance != instance {
 		t.Fatalf("fetched instance %q, want %q", item.Instance, instance)
 	}
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
-		ExecutionID:  runtime.InitialExecutionID,
-		HistoryDelta: []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")},
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
+		ExecutionID:  provider.InitialExecutionID,
+		HistoryDelta: []provider.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")},
 		Metadata:     metadata("TestOrch", "1.0.0"),
 	})
 }
@@ -287,7 +287,7 @@ func mustFailWith(t *testing.T, err, target error, what string) {
 }
 
 // readHistory is Read that fails the test on error.
-func readHistory(t *testing.T, p runtime.Provider, instance string) []runtime.Event {
+func readHistory(t *testing.T, p provider.Provider, instance string) []provider.Event {
 	t.Helper()
 	h, err := p.Read(t.Context(), instance)
 	if err != nil {

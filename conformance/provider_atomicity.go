@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -31,7 +31,7 @@ func init() {
 
 // atomOn stamps ev with the instance and execution it belongs to, as duroxide's
 // Event::with_event_id does.
-func atomOn(instance string, execution uint64, ev runtime.Event) runtime.Event {
+func atomOn(instance string, execution uint64, ev provider.Event) provider.Event {
 	ev.InstanceID = instance
 	ev.ExecutionID = execution
 	return ev
@@ -39,12 +39,12 @@ func atomOn(instance string, execution uint64, ev runtime.Event) runtime.Event {
 
 // atomStarted is the OrchestrationStarted (event 1) of "TestOrch" 1.0.0 with input
 // "{}" that most cases append, stamped for instance and execution.
-func atomStarted(instance string, execution uint64) runtime.Event {
-	return atomOn(instance, execution, startedEvent(runtime.InitialEventID, "TestOrch", "1.0.0", "{}"))
+func atomStarted(instance string, execution uint64) provider.Event {
+	return atomOn(instance, execution, startedEvent(provider.InitialEventID, "TestOrch", "1.0.0", "{}"))
 }
 
 // atomNoOrch requires that an orchestration fetch finds nothing.
-func atomNoOrch(t *testing.T, p runtime.Provider, lock time.Duration, why string) {
+func atomNoOrch(t *testing.T, p provider.Provider, lock time.Duration, why string) {
 	t.Helper()
 	if item := fetchOrch(t, p, lock); item != nil {
 		t.Fatalf("FetchOrchestrationItem returned instance %q with %d message(s); want nothing: %s",
@@ -54,7 +54,7 @@ func atomNoOrch(t *testing.T, p runtime.Provider, lock time.Duration, why string
 
 // atomMustFetchWork fetches a worker item (default tag filter, no session) and
 // requires one.
-func atomMustFetchWork(t *testing.T, p runtime.Provider, lock time.Duration, what string) *runtime.WorkItemLease {
+func atomMustFetchWork(t *testing.T, p provider.Provider, lock time.Duration, what string) *provider.WorkItemLease {
 	t.Helper()
 	lease := fetchWork(t, p, lock)
 	if lease == nil {
@@ -64,7 +64,7 @@ func atomMustFetchWork(t *testing.T, p runtime.Provider, lock time.Duration, wha
 }
 
 // atomNoWork requires that a worker fetch finds nothing.
-func atomNoWork(t *testing.T, p runtime.Provider, lock time.Duration, why string) {
+func atomNoWork(t *testing.T, p provider.Provider, lock time.Duration, why string) {
 	t.Helper()
 	if lease := fetchWork(t, p, lock); lease != nil {
 		t.Fatalf("FetchWorkItem returned %s %q (id %d); want nothing: %s",
@@ -73,7 +73,7 @@ func atomNoWork(t *testing.T, p runtime.Provider, lock time.Duration, why string
 }
 
 // atomAckWork acks a worker item, failing the test on error.
-func atomAckWork(t *testing.T, p runtime.Provider, token string, completion *runtime.WorkItem) {
+func atomAckWork(t *testing.T, p provider.Provider, token string, completion *provider.WorkItem) {
 	t.Helper()
 	if err := p.AckWorkItem(t.Context(), token, completion); err != nil {
 		t.Fatalf("AckWorkItem: %v", err)
@@ -81,8 +81,8 @@ func atomAckWork(t *testing.T, p runtime.Provider, token string, completion *run
 }
 
 // atomKinds lists the kinds of events, for messages.
-func atomKinds(events []runtime.Event) []runtime.EventKind {
-	kinds := make([]runtime.EventKind, len(events))
+func atomKinds(events []provider.Event) []provider.EventKind {
+	kinds := make([]provider.EventKind, len(events))
 	for i, ev := range events {
 		kinds[i] = ev.Kind
 	}
@@ -90,7 +90,7 @@ func atomKinds(events []runtime.Event) []runtime.EventKind {
 }
 
 // atomRequireKinds requires that events have exactly the kinds want, in order.
-func atomRequireKinds(t *testing.T, events []runtime.Event, what string, want ...runtime.EventKind) {
+func atomRequireKinds(t *testing.T, events []provider.Event, what string, want ...provider.EventKind) {
 	t.Helper()
 	got := atomKinds(events)
 	if len(got) != len(want) {
@@ -104,8 +104,8 @@ func atomRequireKinds(t *testing.T, events []runtime.Event, what string, want ..
 }
 
 // atomMessageKinds lists the kinds of work items, for messages.
-func atomMessageKinds(items []runtime.WorkItem) []runtime.WorkItemKind {
-	kinds := make([]runtime.WorkItemKind, len(items))
+func atomMessageKinds(items []provider.WorkItem) []provider.WorkItemKind {
+	kinds := make([]provider.WorkItemKind, len(items))
 	for i, it := range items {
 		kinds[i] = it.Kind
 	}
@@ -113,10 +113,10 @@ func atomMessageKinds(items []runtime.WorkItem) []runtime.WorkItemKind {
 }
 
 // atomCompletionIDs lists the ids of the ActivityCompleted items among items, in order.
-func atomCompletionIDs(items []runtime.WorkItem) []uint64 {
+func atomCompletionIDs(items []provider.WorkItem) []uint64 {
 	var ids []uint64
 	for _, it := range items {
-		if it.Kind == runtime.WorkActivityCompleted {
+		if it.Kind == provider.WorkActivityCompleted {
 			ids = append(ids, it.ID)
 		}
 	}
@@ -133,9 +133,9 @@ func testAtomicityFailureRollback(t *testing.T, e penv) {
 
 	enqueueOrch(t, p, startItem(inst, "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of "+inst)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomStarted(inst, 1)},
+		HistoryDelta: []provider.Event{atomStarted(inst, 1)},
 	})
 	if h := readHistory(t, p, inst); len(h) != 1 {
 		t.Fatalf("history after the first ack has %d events %v; want 1", len(h), atomKinds(h))
@@ -143,11 +143,11 @@ func testAtomicityFailureRollback(t *testing.T, e penv) {
 
 	enqueueOrch(t, p, startItem(inst, "TestOrch", "1.0.0", "{}"), 0)
 	item2 := mustFetchOrch(t, p, longLock, "the second message of "+inst)
-	err := p.AckOrchestrationItem(t.Context(), item2.LockToken, runtime.OrchestrationAck{
+	err := p.AckOrchestrationItem(t.Context(), item2.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomStarted(inst, 1)}, // event id 1 again
+		HistoryDelta: []provider.Event{atomStarted(inst, 1)}, // event id 1 again
 	})
-	mustFailWith(t, err, runtime.ErrDuplicateEvent, "ack appending a duplicate event id 1")
+	mustFailWith(t, err, provider.ErrDuplicateEvent, "ack appending a duplicate event id 1")
 
 	if h := readHistory(t, p, inst); len(h) != 1 {
 		t.Fatalf("history after the failed ack has %d events %v; want it unchanged (1 event)", len(h), atomKinds(h))
@@ -164,23 +164,23 @@ func testAtomicityMultiOperationAtomicAck(t *testing.T, e penv) {
 	enqueueOrch(t, p, startItem(inst, "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of "+inst)
 
-	delta := []runtime.Event{
+	delta := []provider.Event{
 		atomStarted(inst, 1),
 		atomOn(inst, 1, activityScheduled(2, "Activity1", "input1")),
 		atomOn(inst, 1, activityScheduled(3, "Activity2", "input2")),
 		atomOn(inst, 1, activityScheduled(4, "Activity3", "input3")),
-		atomOn(inst, 1, runtime.Event{Kind: runtime.EventTimerCreated, EventID: 5, FireAtMs: 1234567890}),
+		atomOn(inst, 1, provider.Event{Kind: provider.EventTimerCreated, EventID: 5, FireAtMs: 1234567890}),
 	}
-	workerItems := []runtime.WorkItem{
+	workerItems := []provider.WorkItem{
 		activityExecute(inst, 1, 1, "Activity1", "input1"),
 		activityExecute(inst, 1, 2, "Activity2", "input2"),
 		activityExecute(inst, 1, 3, "Activity3", "input3"),
 	}
-	orchItems := []runtime.WorkItem{
-		{Kind: runtime.WorkTimerFired, Instance: inst, ExecutionID: 1, ID: 1, FireAtMs: 1234567890}, // due long ago
+	orchItems := []provider.WorkItem{
+		{Kind: provider.WorkTimerFired, Instance: inst, ExecutionID: 1, ID: 1, FireAtMs: 1234567890}, // due long ago
 		externalRaised(inst, "TestEvent", "test-data"),
 	}
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:       1,
 		HistoryDelta:      delta,
 		WorkerItems:       workerItems,
@@ -197,7 +197,7 @@ func testAtomicityMultiOperationAtomicAck(t *testing.T, e penv) {
 
 	next := mustFetchOrch(t, p, longLock, "the TimerFired and ExternalRaised of "+inst)
 	if got := atomMessageKinds(next.Messages); len(got) != 2 ||
-		got[0] != runtime.WorkTimerFired || got[1] != runtime.WorkExternalRaised {
+		got[0] != provider.WorkTimerFired || got[1] != provider.WorkExternalRaised {
 		t.Fatalf("fetched messages %v; want [TimerFired ExternalRaised]", got)
 	}
 }
@@ -213,11 +213,11 @@ func testAtomicityLockReleasedOnlyOnSuccessfulAck(t *testing.T, e penv) {
 	mustFetchOrch(t, p, e.lt(), "the start of "+inst)
 	atomNoOrch(t, p, e.lt(), "the instance is locked")
 
-	err := p.AckOrchestrationItem(t.Context(), "invalid-lock-token", runtime.OrchestrationAck{
+	err := p.AckOrchestrationItem(t.Context(), "invalid-lock-token", provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomOn(inst, 1, startedEvent(2, "TestOrch", "1.0.0", "{}"))},
+		HistoryDelta: []provider.Event{atomOn(inst, 1, startedEvent(2, "TestOrch", "1.0.0", "{}"))},
 	})
-	mustFailWith(t, err, runtime.ErrLockLost, "ack with token \"invalid-lock-token\"")
+	mustFailWith(t, err, provider.ErrLockLost, "ack with token \"invalid-lock-token\"")
 	atomNoOrch(t, p, e.lt(), "the lock must still be held after an ack with a bad token")
 
 	time.Sleep(e.lapse())
@@ -241,9 +241,9 @@ func testAtomicityConcurrentAckPrevention(t *testing.T, e penv) {
 	var wg sync.WaitGroup
 	for i := range errs {
 		wg.Go(func() {
-			errs[i] = p.AckOrchestrationItem(ctx, item.LockToken, runtime.OrchestrationAck{
+			errs[i] = p.AckOrchestrationItem(ctx, item.LockToken, provider.OrchestrationAck{
 				ExecutionID:  1,
-				HistoryDelta: []runtime.Event{atomStarted(inst, 1)},
+				HistoryDelta: []provider.Event{atomStarted(inst, 1)},
 			})
 		})
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -25,7 +25,7 @@ func init() {
 }
 
 // bulkDelete is DeleteInstanceBulk that fails the test on error.
-func bulkDelete(t *testing.T, a runtime.ProviderAdmin, f runtime.InstanceFilter) runtime.DeleteInstanceResult {
+func bulkDelete(t *testing.T, a provider.ProviderAdmin, f provider.InstanceFilter) provider.DeleteInstanceResult {
 	t.Helper()
 	res, err := a.DeleteInstanceBulk(t.Context(), f)
 	if err != nil {
@@ -41,7 +41,7 @@ func testBulkFilterCombinations(t *testing.T, e penv) {
 		delCompleted(t, p, id)
 	}
 
-	res := bulkDelete(t, a, runtime.InstanceFilter{InstanceIDs: []string{"bulk-del-filter-0", "bulk-del-filter-1"}})
+	res := bulkDelete(t, a, provider.InstanceFilter{InstanceIDs: []string{"bulk-del-filter-0", "bulk-del-filter-1"}})
 	if res.InstancesDeleted != 2 {
 		t.Fatalf("DeleteInstanceBulk(ids 0,1) reported %+v; want InstancesDeleted == 2", res)
 	}
@@ -49,12 +49,12 @@ func testBulkFilterCombinations(t *testing.T, e penv) {
 	delMustBeGone(t, a, "bulk-del-filter-1", "it was deleted by id")
 	delMustExist(t, a, "bulk-del-filter-2", "it was not in the id filter")
 
-	res = bulkDelete(t, a, runtime.InstanceFilter{InstanceIDs: []string{"does-not-exist-1", "does-not-exist-2"}})
+	res = bulkDelete(t, a, provider.InstanceFilter{InstanceIDs: []string{"does-not-exist-1", "does-not-exist-2"}})
 	if res.InstancesDeleted != 0 {
 		t.Fatalf("DeleteInstanceBulk(unknown ids) reported %+v; want InstancesDeleted == 0", res)
 	}
 
-	res = bulkDelete(t, a, runtime.InstanceFilter{})
+	res = bulkDelete(t, a, provider.InstanceFilter{})
 	if res.InstancesDeleted < 3 {
 		t.Fatalf("DeleteInstanceBulk(empty filter) reported %+v; want the remaining 3 terminal instances deleted", res)
 	}
@@ -71,7 +71,7 @@ func testBulkSafetyAndLimits(t *testing.T, e penv) {
 	createInstance(t, p, "bulk-del-safe-running-1")
 	createInstance(t, p, "bulk-del-safe-running-2")
 
-	res := bulkDelete(t, a, runtime.InstanceFilter{InstanceIDs: []string{
+	res := bulkDelete(t, a, provider.InstanceFilter{InstanceIDs: []string{
 		"bulk-del-safe-completed-1", "bulk-del-safe-completed-2", "bulk-del-safe-running-1", "bulk-del-safe-running-2"}})
 	if res.InstancesDeleted != 2 {
 		t.Fatalf("DeleteInstanceBulk(2 completed + 2 running) reported %+v; want InstancesDeleted == 2 (running ones skipped)", res)
@@ -84,7 +84,7 @@ func testBulkSafetyAndLimits(t *testing.T, e penv) {
 		delCompleted(t, p, id)
 	}
 	for i, want := range []uint64{2, 2, 0} {
-		res := bulkDelete(t, a, runtime.InstanceFilter{Limit: 2})
+		res := bulkDelete(t, a, provider.InstanceFilter{Limit: 2})
 		if res.InstancesDeleted != want {
 			t.Fatalf("DeleteInstanceBulk(limit 2), batch %d, reported %+v; want InstancesDeleted == %d", i+1, res, want)
 		}
@@ -106,7 +106,7 @@ func testBulkCompletedBeforeFilter(t *testing.T, e penv) {
 	time.Sleep(10 * time.Millisecond)
 	after := time.Now()
 
-	res := bulkDelete(t, a, runtime.InstanceFilter{InstanceIDs: ids, CompletedBefore: before})
+	res := bulkDelete(t, a, provider.InstanceFilter{InstanceIDs: ids, CompletedBefore: before})
 	if res.InstancesDeleted != 0 {
 		t.Fatalf("DeleteInstanceBulk(completed before a time preceding their completion) reported %+v; want InstancesDeleted == 0", res)
 	}
@@ -114,7 +114,7 @@ func testBulkCompletedBeforeFilter(t *testing.T, e penv) {
 		delMustExist(t, a, id, "it completed after the cut-off")
 	}
 
-	res = bulkDelete(t, a, runtime.InstanceFilter{InstanceIDs: ids, CompletedBefore: after})
+	res = bulkDelete(t, a, provider.InstanceFilter{InstanceIDs: ids, CompletedBefore: after})
 	if res.InstancesDeleted != 2 {
 		t.Fatalf("DeleteInstanceBulk(completed before a time following their completion) reported %+v; want InstancesDeleted == 2", res)
 	}
@@ -140,7 +140,7 @@ func testBulkCascadesToChildren(t *testing.T, e penv) {
 		delMustExist(t, a, id, "it was just created")
 	}
 
-	res := bulkDelete(t, a, runtime.InstanceFilter{InstanceIDs: []string{parent1, parent2, standalone}})
+	res := bulkDelete(t, a, provider.InstanceFilter{InstanceIDs: []string{parent1, parent2, standalone}})
 	if res.InstancesDeleted != 7 {
 		t.Fatalf("DeleteInstanceBulk(3 roots) reported %+v; want InstancesDeleted == 7 (3 roots + 4 cascaded children)", res)
 	}

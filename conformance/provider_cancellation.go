@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -40,15 +40,15 @@ func init() {
 
 // cancStarted is the OrchestrationStarted event the cancellation cases ack first
 // (duroxide writes version "1.0" here, unlike create_instance's "1.0.0").
-func cancStarted() runtime.Event { return startedEvent(1, "TestOrch", "1.0", "{}") }
+func cancStarted() provider.Event { return startedEvent(1, "TestOrch", "1.0", "{}") }
 
 // cancRunningMeta is the metadata of a first turn that leaves the instance running.
-func cancRunningMeta() runtime.ExecutionMetadata {
-	return runtime.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(runtime.StatusRunning)}
+func cancRunningMeta() provider.ExecutionMetadata {
+	return provider.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(provider.StatusRunning)}
 }
 
 // cancStartTurn enqueues the start of instance, fetches it and acks ack (execution 1).
-func cancStartTurn(t *testing.T, p runtime.Provider, instance string, ack runtime.OrchestrationAck) {
+func cancStartTurn(t *testing.T, p provider.Provider, instance string, ack provider.OrchestrationAck) {
 	t.Helper()
 	enqueueOrch(t, p, startItem(instance, "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of "+instance)
@@ -61,7 +61,7 @@ func cancStartTurn(t *testing.T, p runtime.Provider, instance string, ack runtim
 
 // cancTriggerTurn enqueues an external event for instance, fetches the turn and
 // acks ack (execution 1).
-func cancTriggerTurn(t *testing.T, p runtime.Provider, instance string, ack runtime.OrchestrationAck) {
+func cancTriggerTurn(t *testing.T, p provider.Provider, instance string, ack provider.OrchestrationAck) {
 	t.Helper()
 	enqueueOrch(t, p, externalRaised(instance, "Trigger", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the trigger turn of "+instance)
@@ -70,7 +70,7 @@ func cancTriggerTurn(t *testing.T, p runtime.Provider, instance string, ack runt
 }
 
 // cancMustFetchWork fetches a worker item with a 30s lock and fails when there is none.
-func cancMustFetchWork(t *testing.T, p runtime.Provider, what string) *runtime.WorkItemLease {
+func cancMustFetchWork(t *testing.T, p provider.Provider, what string) *provider.WorkItemLease {
 	t.Helper()
 	lease := fetchWork(t, p, longLock)
 	if lease == nil {
@@ -80,7 +80,7 @@ func cancMustFetchWork(t *testing.T, p runtime.Provider, what string) *runtime.W
 }
 
 // cancMustFetchNoWork requires the worker queue to have nothing to fetch.
-func cancMustFetchNoWork(t *testing.T, p runtime.Provider, what string) {
+func cancMustFetchNoWork(t *testing.T, p provider.Provider, what string) {
 	t.Helper()
 	if lease := fetchWork(t, p, 100*time.Millisecond); lease != nil {
 		t.Fatalf("FetchWorkItem returned %s id %d (%s); want nothing: %s",
@@ -91,9 +91,9 @@ func cancMustFetchNoWork(t *testing.T, p runtime.Provider, what string) {
 func testCancFetchRunning(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "inst-running"
-	cancStartTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{cancStarted()},
-		WorkerItems:  []runtime.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
+	cancStartTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{cancStarted()},
+		WorkerItems:  []provider.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
 		Metadata:     cancRunningMeta(),
 	})
 	cancMustFetchWork(t, p, "the activity of a running orchestration")
@@ -102,14 +102,14 @@ func testCancFetchRunning(t *testing.T, e penv) {
 func testCancFetchCompleted(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "inst-completed"
-	cancStartTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{
+	cancStartTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{
 			cancStarted(),
-			{Kind: runtime.EventOrchestrationCompleted, EventID: 2, Output: "done"},
+			{Kind: provider.EventOrchestrationCompleted, EventID: 2, Output: "done"},
 		},
-		WorkerItems: []runtime.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
-		Metadata: runtime.ExecutionMetadata{OrchestrationName: ptr("TestOrch"),
-			Status: ptr(runtime.StatusCompleted), Output: ptr("done")},
+		WorkerItems: []provider.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
+		Metadata: provider.ExecutionMetadata{OrchestrationName: ptr("TestOrch"),
+			Status: ptr(provider.StatusCompleted), Output: ptr("done")},
 	})
 	cancMustFetchWork(t, p, "the activity enqueued by the turn that completed the orchestration (fetch must not look at orchestration state)")
 }
@@ -117,14 +117,14 @@ func testCancFetchCompleted(t *testing.T, e penv) {
 func testCancFetchFailed(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "inst-failed"
-	cancStartTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{
+	cancStartTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{
 			cancStarted(),
-			{Kind: runtime.EventOrchestrationFailed, EventID: 2, Details: &runtime.ErrorDetails{
-				Kind: runtime.ErrorApplication, AppKind: runtime.AppOrchestrationFailed, Message: "boom"}},
+			{Kind: provider.EventOrchestrationFailed, EventID: 2, Details: &provider.ErrorDetails{
+				Kind: provider.ErrorApplication, AppKind: provider.AppOrchestrationFailed, Message: "boom"}},
 		},
-		WorkerItems: []runtime.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
-		Metadata:    runtime.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(runtime.StatusFailed)},
+		WorkerItems: []provider.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
+		Metadata:    provider.ExecutionMetadata{OrchestrationName: ptr("TestOrch"), Status: ptr(provider.StatusFailed)},
 	})
 	cancMustFetchWork(t, p, "the activity enqueued by the turn that failed the orchestration (fetch must not look at orchestration state)")
 }
@@ -132,14 +132,14 @@ func testCancFetchFailed(t *testing.T, e penv) {
 func testCancFetchContinuedAsNew(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "inst-can"
-	cancStartTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{
+	cancStartTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{
 			cancStarted(),
-			{Kind: runtime.EventOrchestrationContinuedAsNew, EventID: 2, Input: "new-input"},
+			{Kind: provider.EventOrchestrationContinuedAsNew, EventID: 2, Input: "new-input"},
 		},
-		WorkerItems: []runtime.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
-		Metadata: runtime.ExecutionMetadata{OrchestrationName: ptr("TestOrch"),
-			Status: ptr(runtime.StatusContinuedAsNew), Output: ptr("new-input")},
+		WorkerItems: []provider.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
+		Metadata: provider.ExecutionMetadata{OrchestrationName: ptr("TestOrch"),
+			Status: ptr(provider.StatusContinuedAsNew), Output: ptr("new-input")},
 	})
 	cancMustFetchWork(t, p, "the activity enqueued by the turn that continued the orchestration as new (fetch must not look at orchestration state)")
 }
@@ -153,9 +153,9 @@ func testCancFetchMissing(t *testing.T, e penv) {
 func testCancRenewRunning(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "inst-renew-run"
-	cancStartTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{cancStarted()},
-		WorkerItems:  []runtime.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
+	cancStartTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{cancStarted()},
+		WorkerItems:  []provider.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
 		Metadata:     cancRunningMeta(),
 	})
 	lease := cancMustFetchWork(t, p, "the activity of a running orchestration")
@@ -167,17 +167,17 @@ func testCancRenewRunning(t *testing.T, e penv) {
 func testCancRenewCompleted(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "inst-renew-term"
-	cancStartTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{cancStarted()},
-		WorkerItems:  []runtime.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
+	cancStartTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{cancStarted()},
+		WorkerItems:  []provider.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "{}")},
 		Metadata:     cancRunningMeta(),
 	})
 	lease := cancMustFetchWork(t, p, "the activity of a running orchestration")
 
 	// A later turn completes the orchestration while the activity is still locked.
-	cancTriggerTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{{Kind: runtime.EventOrchestrationCompleted, EventID: 2, Output: "done"}},
-		Metadata:     runtime.ExecutionMetadata{Status: ptr(runtime.StatusCompleted), Output: ptr("done")},
+	cancTriggerTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{{Kind: provider.EventOrchestrationCompleted, EventID: 2, Output: "done"}},
+		Metadata:     provider.ExecutionMetadata{Status: ptr(provider.StatusCompleted), Output: ptr("done")},
 	})
 
 	if err := p.RenewWorkItemLock(t.Context(), lease.LockToken, longLock); err != nil {
@@ -211,9 +211,9 @@ func testCancAckNoneDeletes(t *testing.T, e penv) {
 func testCancCancelledDeleted(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "inst-cancel-delete"
-	cancStartTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{cancStarted()},
-		WorkerItems: []runtime.WorkItem{
+	cancStartTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{cancStarted()},
+		WorkerItems: []provider.WorkItem{
 			activityExecute(inst, 1, 1, "Activity1", "{}"),
 			activityExecute(inst, 1, 2, "Activity2", "{}"),
 			activityExecute(inst, 1, 3, "Activity3", "{}"),
@@ -227,15 +227,15 @@ func testCancCancelledDeleted(t *testing.T, e penv) {
 		t.Fatalf("AbandonWorkItem: %v", err)
 	}
 
-	cancTriggerTurn(t, p, inst, runtime.OrchestrationAck{
-		CancelledActivities: []runtime.ScheduledActivityIdentifier{
+	cancTriggerTurn(t, p, inst, provider.OrchestrationAck{
+		CancelledActivities: []provider.ScheduledActivityIdentifier{
 			{Instance: inst, ExecutionID: 1, ActivityID: 1},
 			{Instance: inst, ExecutionID: 1, ActivityID: 2},
 		},
 	})
 
 	left := cancMustFetchWork(t, p, "activity 3, which was not cancelled")
-	if left.Item.Kind != runtime.WorkActivityExecute || left.Item.ID != 3 {
+	if left.Item.Kind != provider.WorkActivityExecute || left.Item.ID != 3 {
 		t.Fatalf("fetched %s id %d (%s); want ActivityExecute id 3: activities 1 and 2 were cancelled",
 			left.Item.Kind, left.Item.ID, left.Item.Name)
 	}
@@ -254,7 +254,7 @@ func testCancAckFailsWhenDeleted(t *testing.T, e penv) {
 	completion := activityCompleted(inst, 1, 1, "done")
 	err := p.AckWorkItem(t.Context(), lease.LockToken, &completion)
 	mustFail(t, err, "AckWorkItem of an item that was already deleted")
-	if runtime.IsRetryable(err) {
+	if provider.IsRetryable(err) {
 		t.Fatalf("AckWorkItem of a deleted item failed with a retryable error (%v); want a permanent one", err)
 	}
 }
@@ -275,11 +275,11 @@ func testCancNonexistentIdempotent(t *testing.T, e penv) {
 	const inst = "inst-cancel-idempotent"
 	enqueueOrch(t, p, startItem(inst, "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of "+inst)
-	err := p.AckOrchestrationItem(t.Context(), item.LockToken, runtime.OrchestrationAck{
+	err := p.AckOrchestrationItem(t.Context(), item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{cancStarted()},
-		Metadata:     runtime.ExecutionMetadata{OrchestrationName: ptr("TestOrch")},
-		CancelledActivities: []runtime.ScheduledActivityIdentifier{
+		HistoryDelta: []provider.Event{cancStarted()},
+		Metadata:     provider.ExecutionMetadata{OrchestrationName: ptr("TestOrch")},
+		CancelledActivities: []provider.ScheduledActivityIdentifier{
 			{Instance: inst, ExecutionID: 1, ActivityID: 999},
 			{Instance: inst, ExecutionID: 1, ActivityID: 1},
 		},
@@ -292,18 +292,18 @@ func testCancNonexistentIdempotent(t *testing.T, e penv) {
 func testCancBatch(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "inst-batch-cancel"
-	var items []runtime.WorkItem
-	var cancelled []runtime.ScheduledActivityIdentifier
+	var items []provider.WorkItem
+	var cancelled []provider.ScheduledActivityIdentifier
 	for i := uint64(1); i <= 5; i++ {
 		items = append(items, activityExecute(inst, 1, i, fmt.Sprintf("Activity%d", i), "{}"))
-		cancelled = append(cancelled, runtime.ScheduledActivityIdentifier{Instance: inst, ExecutionID: 1, ActivityID: i})
+		cancelled = append(cancelled, provider.ScheduledActivityIdentifier{Instance: inst, ExecutionID: 1, ActivityID: i})
 	}
-	cancStartTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{cancStarted()},
+	cancStartTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{cancStarted()},
 		WorkerItems:  items,
 		Metadata:     cancRunningMeta(),
 	})
-	cancTriggerTurn(t, p, inst, runtime.OrchestrationAck{CancelledActivities: cancelled})
+	cancTriggerTurn(t, p, inst, provider.OrchestrationAck{CancelledActivities: cancelled})
 	cancMustFetchNoWork(t, p, "one ack cancelled all five activities")
 }
 
@@ -312,18 +312,18 @@ func testCancScheduleThenCancel(t *testing.T, e penv) {
 	const inst = "inst-schedule-then-cancel"
 	// Activity 2 is scheduled and cancelled by the same ack (a future dropped in the
 	// turn that created it): inserts happen before cancel-deletes, so it must be gone.
-	cancStartTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{cancStarted()},
-		WorkerItems: []runtime.WorkItem{
+	cancStartTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{cancStarted()},
+		WorkerItems: []provider.WorkItem{
 			activityExecute(inst, 1, 2, "DroppedActivity", "{}"),
 			activityExecute(inst, 1, 3, "NormalActivity", "{}"),
 		},
 		Metadata:            cancRunningMeta(),
-		CancelledActivities: []runtime.ScheduledActivityIdentifier{{Instance: inst, ExecutionID: 1, ActivityID: 2}},
+		CancelledActivities: []provider.ScheduledActivityIdentifier{{Instance: inst, ExecutionID: 1, ActivityID: 2}},
 	})
 
 	lease := cancMustFetchWork(t, p, "the activity that was scheduled and not cancelled (id 3)")
-	if lease.Item.Kind != runtime.WorkActivityExecute || lease.Item.ID != 3 || lease.Item.Name != "NormalActivity" {
+	if lease.Item.Kind != provider.WorkActivityExecute || lease.Item.ID != 3 || lease.Item.Name != "NormalActivity" {
 		t.Fatalf("fetched %s id %d (%s); want ActivityExecute id 3 (NormalActivity): the ack must insert worker items before deleting cancelled ones",
 			lease.Item.Kind, lease.Item.ID, lease.Item.Name)
 	}
@@ -337,11 +337,11 @@ func testCancOrphanAfterForceDelete(t *testing.T, e penv) {
 	p := e.open(t)
 	admin := e.admin(t, p)
 	const inst = "inst-orphan-activity"
-	cancStartTurn(t, p, inst, runtime.OrchestrationAck{
-		HistoryDelta: []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")},
-		WorkerItems:  []runtime.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "test-input")},
-		Metadata: runtime.ExecutionMetadata{OrchestrationName: ptr("TestOrch"),
-			OrchestrationVersion: ptr("1.0.0"), Status: ptr(runtime.StatusRunning)},
+	cancStartTurn(t, p, inst, provider.OrchestrationAck{
+		HistoryDelta: []provider.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")},
+		WorkerItems:  []provider.WorkItem{activityExecute(inst, 1, 1, "TestActivity", "test-input")},
+		Metadata: provider.ExecutionMetadata{OrchestrationName: ptr("TestOrch"),
+			OrchestrationVersion: ptr("1.0.0"), Status: ptr(provider.StatusRunning)},
 	})
 
 	res, err := admin.DeleteInstance(t.Context(), inst, true)
@@ -357,7 +357,7 @@ func testCancOrphanAfterForceDelete(t *testing.T, e penv) {
 
 	// The worker row may or may not survive the delete; if it did, running and
 	// completing it must work (the completion is an orphan, which is harmless).
-	lease, err := p.FetchWorkItem(t.Context(), runtime.WorkFetchOptions{LockTimeout: 5 * time.Second})
+	lease, err := p.FetchWorkItem(t.Context(), provider.WorkFetchOptions{LockTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("FetchWorkItem after the force delete: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -41,16 +41,16 @@ func init() {
 // ---- helpers of this module ----
 
 // capFilter is a capability filter with the single inclusive range [min, max].
-func capFilter(min, max string) *runtime.CapabilityFilter {
-	return &runtime.CapabilityFilter{SupportedVersions: []runtime.SemVerRange{
-		{Min: runtime.MustSemVer(min), Max: runtime.MustSemVer(max)},
+func capFilter(min, max string) *provider.CapabilityFilter {
+	return &provider.CapabilityFilter{SupportedVersions: []provider.SemVerRange{
+		{Min: provider.MustSemVer(min), Max: provider.MustSemVer(max)},
 	}}
 }
 
 // capStartedEvent is the OrchestrationStarted of "TestOrch" 1.0.0 written by runtime
 // version runtimeVersion.
-func capStartedEvent(instance string, execution uint64, runtimeVersion string) runtime.Event {
-	ev := startedEvent(runtime.InitialEventID, "TestOrch", "1.0.0", "{}")
+func capStartedEvent(instance string, execution uint64, runtimeVersion string) provider.Event {
+	ev := startedEvent(provider.InitialEventID, "TestOrch", "1.0.0", "{}")
 	ev.InstanceID = instance
 	ev.ExecutionID = execution
 	ev.RuntimeVersion = runtimeVersion
@@ -59,9 +59,9 @@ func capStartedEvent(instance string, execution uint64, runtimeVersion string) r
 
 // capFetch fetches with the given lock and filter (no poll wait); nil when there is
 // no eligible work.
-func capFetch(t *testing.T, p runtime.Provider, lock time.Duration, filter *runtime.CapabilityFilter) *runtime.OrchestrationItem {
+func capFetch(t *testing.T, p provider.Provider, lock time.Duration, filter *provider.CapabilityFilter) *provider.OrchestrationItem {
 	t.Helper()
-	item, err := p.FetchOrchestrationItem(t.Context(), runtime.FetchOptions{LockTimeout: lock, Filter: filter})
+	item, err := p.FetchOrchestrationItem(t.Context(), provider.FetchOptions{LockTimeout: lock, Filter: filter})
 	if err != nil {
 		t.Fatalf("FetchOrchestrationItem(filter %s): %v", capDescribe(filter), err)
 	}
@@ -69,7 +69,7 @@ func capFetch(t *testing.T, p runtime.Provider, lock time.Duration, filter *runt
 }
 
 // capMustFetch is capFetch that requires an item.
-func capMustFetch(t *testing.T, p runtime.Provider, filter *runtime.CapabilityFilter, what string) *runtime.OrchestrationItem {
+func capMustFetch(t *testing.T, p provider.Provider, filter *provider.CapabilityFilter, what string) *provider.OrchestrationItem {
 	t.Helper()
 	item := capFetch(t, p, longLock, filter)
 	if item == nil {
@@ -79,14 +79,14 @@ func capMustFetch(t *testing.T, p runtime.Provider, filter *runtime.CapabilityFi
 }
 
 // capAbandon releases an orchestration lock without counting the attempt.
-func capAbandon(t *testing.T, p runtime.Provider, token string, ignoreAttempt bool) {
+func capAbandon(t *testing.T, p provider.Provider, token string, ignoreAttempt bool) {
 	t.Helper()
 	if err := p.AbandonOrchestrationItem(t.Context(), token, 0, ignoreAttempt); err != nil {
 		t.Fatalf("AbandonOrchestrationItem: %v", err)
 	}
 }
 
-func capDescribe(f *runtime.CapabilityFilter) string {
+func capDescribe(f *provider.CapabilityFilter) string {
 	if f == nil {
 		return "none"
 	}
@@ -101,7 +101,7 @@ func capDescribe(f *runtime.CapabilityFilter) string {
 // until it holds that instance (keeping other instances' locks until the end), and
 // acks an OrchestrationStarted written by that version, with the pin in the metadata
 // and a follow-up ExternalRaised in the same ack so the instance has pending work.
-func capSeed(t *testing.T, p runtime.Provider, instance, pinned string) {
+func capSeed(t *testing.T, p provider.Provider, instance, pinned string) {
 	t.Helper()
 	enqueueOrch(t, p, startItem(instance, "TestOrch", "1.0.0", "{}"), 0)
 	var others []string
@@ -115,11 +115,11 @@ func capSeed(t *testing.T, p runtime.Provider, instance, pinned string) {
 		others = append(others, item.LockToken)
 	}
 	md := metadata("TestOrch", "1.0.0")
-	md.PinnedVersion = ptr(runtime.MustSemVer(pinned))
-	ackOrch(t, p, token, runtime.OrchestrationAck{
-		ExecutionID:       runtime.InitialExecutionID,
-		HistoryDelta:      []runtime.Event{capStartedEvent(instance, runtime.InitialExecutionID, pinned)},
-		OrchestratorItems: []runtime.WorkItem{externalRaised(instance, "ping", "{}")},
+	md.PinnedVersion = ptr(provider.MustSemVer(pinned))
+	ackOrch(t, p, token, provider.OrchestrationAck{
+		ExecutionID:       provider.InitialExecutionID,
+		HistoryDelta:      []provider.Event{capStartedEvent(instance, provider.InitialExecutionID, pinned)},
+		OrchestratorItems: []provider.WorkItem{externalRaised(instance, "ping", "{}")},
 		Metadata:          md,
 	})
 	for _, tok := range others {
@@ -144,7 +144,7 @@ func capNeedMaxAttempt(t *testing.T, e penv) {
 }
 
 // capSeedCorrupt seeds instance pinned to pinned and then damages its history.
-func capSeedCorrupt(t *testing.T, e penv, p runtime.Provider, instance, pinned string) {
+func capSeedCorrupt(t *testing.T, e penv, p provider.Provider, instance, pinned string) {
 	t.Helper()
 	capSeed(t, p, instance, pinned)
 	e.f.CorruptInstanceHistory(t, p, instance)
@@ -214,9 +214,9 @@ func capFetchFilterNullPinnedVersionAlwaysCompatible(t *testing.T, e penv) {
 	// An instance acked without a pin (data written before pinning existed).
 	enqueueOrch(t, p, startItem("inst-null", "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of inst-null")
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
-		ExecutionID:  runtime.InitialExecutionID,
-		HistoryDelta: []runtime.Event{capStartedEvent("inst-null", runtime.InitialExecutionID, "0.0.0")},
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
+		ExecutionID:  provider.InitialExecutionID,
+		HistoryDelta: []provider.Event{capStartedEvent("inst-null", provider.InitialExecutionID, "0.0.0")},
 		Metadata:     metadata("TestOrch", "1.0.0"), // PinnedVersion nil
 	})
 	enqueueOrch(t, p, externalRaised("inst-null", "ping", "{}"), 0)
@@ -279,8 +279,8 @@ func capPinnedVersionImmutableAcrossAckCycles(t *testing.T, e penv) {
 		t.Fatalf("fetched %q; want inst-9", item.Instance)
 	}
 	// A second turn acked without a pin must leave the stored pin alone.
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
-		ExecutionID: runtime.InitialExecutionID,
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
+		ExecutionID: provider.InitialExecutionID,
 		Metadata:    metadata("TestOrch", "1.0.0"),
 	})
 	enqueueOrch(t, p, externalRaised("inst-9", "ping2", "{}"), 0)
@@ -300,27 +300,27 @@ func capContinueAsNewExecutionGetsOwnPinnedVersion(t *testing.T, e penv) {
 	// Execution 1 continues as new.
 	item := capMustFetch(t, p, capFilter("0.0.0", "1.9.9"), inst)
 	md := metadata("TestOrch", "1.0.0")
-	md.Status = ptr(runtime.StatusContinuedAsNew)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
-		ExecutionID: runtime.InitialExecutionID,
-		HistoryDelta: []runtime.Event{{
-			Kind: runtime.EventOrchestrationContinuedAsNew, EventID: 2,
-			InstanceID: inst, ExecutionID: runtime.InitialExecutionID, Input: "{}",
+	md.Status = ptr(provider.StatusContinuedAsNew)
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
+		ExecutionID: provider.InitialExecutionID,
+		HistoryDelta: []provider.Event{{
+			Kind: provider.EventOrchestrationContinuedAsNew, EventID: 2,
+			InstanceID: inst, ExecutionID: provider.InitialExecutionID, Input: "{}",
 		}},
-		OrchestratorItems: []runtime.WorkItem{{
-			Kind: runtime.WorkContinueAsNew, Instance: inst, Name: "TestOrch", Input: "{}", Version: "1.0.0",
+		OrchestratorItems: []provider.WorkItem{{
+			Kind: provider.WorkContinueAsNew, Instance: inst, Name: "TestOrch", Input: "{}", Version: "1.0.0",
 		}},
 		Metadata: md,
 	})
 
 	// Execution 2 starts, pinned to 2.0.0.
-	const exec2 = runtime.InitialExecutionID + 1
+	const exec2 = provider.InitialExecutionID + 1
 	item = capMustFetch(t, p, nil, "the ContinueAsNew of "+inst)
 	md = metadata("TestOrch", "1.0.0")
-	md.PinnedVersion = ptr(runtime.MustSemVer("2.0.0"))
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	md.PinnedVersion = ptr(provider.MustSemVer("2.0.0"))
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  exec2,
-		HistoryDelta: []runtime.Event{capStartedEvent(inst, exec2, "2.0.0")},
+		HistoryDelta: []provider.Event{capStartedEvent(inst, exec2, "2.0.0")},
 		Metadata:     md,
 	})
 	enqueueOrch(t, p, externalRaised(inst, "ping", "{}"), 0)
@@ -345,7 +345,7 @@ func capFilterWithEmptySupportedVersionsReturnsNothing(t *testing.T, e penv) {
 	p := e.open(t)
 	capSeed(t, p, "inst-empty", "1.0.0")
 
-	empty := &runtime.CapabilityFilter{SupportedVersions: []runtime.SemVerRange{}}
+	empty := &provider.CapabilityFilter{SupportedVersions: []provider.SemVerRange{}}
 	if item := capFetch(t, p, longLock, empty); item != nil {
 		t.Fatalf("a filter with no ranges returned %q; want nothing", item.Instance)
 	}
@@ -371,9 +371,9 @@ func capAckStoresPinnedVersionViaMetadataUpdate(t *testing.T, e penv) {
 	const inst = "inst-backfill"
 	enqueueOrch(t, p, startItem(inst, "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of "+inst)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
-		ExecutionID:  runtime.InitialExecutionID,
-		HistoryDelta: []runtime.Event{capStartedEvent(inst, runtime.InitialExecutionID, "1.2.3")},
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
+		ExecutionID:  provider.InitialExecutionID,
+		HistoryDelta: []provider.Event{capStartedEvent(inst, provider.InitialExecutionID, "1.2.3")},
 		Metadata:     metadata("TestOrch", "1.0.0"), // no pin yet
 	})
 	enqueueOrch(t, p, externalRaised(inst, "ping", "{}"), 0)
@@ -381,8 +381,8 @@ func capAckStoresPinnedVersionViaMetadataUpdate(t *testing.T, e penv) {
 	// A later turn backfills the pin.
 	item = mustFetchOrch(t, p, longLock, inst)
 	md := metadata("TestOrch", "1.0.0")
-	md.PinnedVersion = ptr(runtime.MustSemVer("1.2.3"))
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: runtime.InitialExecutionID, Metadata: md})
+	md.PinnedVersion = ptr(provider.MustSemVer("1.2.3"))
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: provider.InitialExecutionID, Metadata: md})
 	enqueueOrch(t, p, externalRaised(inst, "ping2", "{}"), 0)
 
 	if item := capFetch(t, p, longLock, capFilter("1.0.0", "1.9.9")); item == nil {
@@ -398,8 +398,8 @@ func capProviderUpdatesPinnedVersionWhenTold(t *testing.T, e penv) {
 	// The provider stores whatever pin it is given (write-once is the runtime's job).
 	item := capMustFetch(t, p, capFilter("0.0.0", "1.9.9"), inst)
 	md := metadata("TestOrch", "1.0.0")
-	md.PinnedVersion = ptr(runtime.MustSemVer("2.0.0"))
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: runtime.InitialExecutionID, Metadata: md})
+	md.PinnedVersion = ptr(provider.MustSemVer("2.0.0"))
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: provider.InitialExecutionID, Metadata: md})
 	enqueueOrch(t, p, externalRaised(inst, "ping2", "{}"), 0)
 
 	item = capFetch(t, p, longLock, capFilter("2.0.0", "2.0.0"))
@@ -422,7 +422,7 @@ func capFetchCorruptedHistoryFilteredVsUnfiltered(t *testing.T, e penv) {
 	capSeedCorrupt(t, e, p, inst, "1.0.0")
 
 	// A filter that excludes the instance answers nothing, without decoding history.
-	item, err := p.FetchOrchestrationItem(t.Context(), runtime.FetchOptions{LockTimeout: longLock, Filter: capFilter("2.0.0", "2.9.9")})
+	item, err := p.FetchOrchestrationItem(t.Context(), provider.FetchOptions{LockTimeout: longLock, Filter: capFilter("2.0.0", "2.9.9")})
 	if err != nil {
 		t.Fatalf("filtered fetch failed: %v; an excluded instance must not produce an error", err)
 	}
@@ -431,7 +431,7 @@ func capFetchCorruptedHistoryFilteredVsUnfiltered(t *testing.T, e penv) {
 	}
 
 	// Unfiltered: the item comes back with HistoryError set and no history.
-	item, err = p.FetchOrchestrationItem(t.Context(), runtime.FetchOptions{LockTimeout: longLock})
+	item, err = p.FetchOrchestrationItem(t.Context(), provider.FetchOptions{LockTimeout: longLock})
 	if err != nil {
 		t.Fatalf("unfiltered fetch of a corrupted history failed: %v; want an item with HistoryError", err)
 	}
@@ -452,11 +452,11 @@ func capFetchCorruptedHistoryFilteredVsUnfiltered(t *testing.T, e penv) {
 
 // capCorruptCycles fetches the corrupted instance n times with a short lock, each
 // time requiring HistoryError and abandoning without ignoring the attempt.
-func capCorruptCycles(t *testing.T, p runtime.Provider, n int) {
+func capCorruptCycles(t *testing.T, p provider.Provider, n int) {
 	t.Helper()
 	const shortLock = 50 * time.Millisecond
 	for i := 1; i <= n; i++ {
-		item, err := p.FetchOrchestrationItem(t.Context(), runtime.FetchOptions{LockTimeout: shortLock})
+		item, err := p.FetchOrchestrationItem(t.Context(), provider.FetchOptions{LockTimeout: shortLock})
 		if err != nil {
 			t.Fatalf("fetch #%d of a corrupted history failed: %v; want an item with HistoryError", i, err)
 		}
@@ -509,7 +509,7 @@ func capFetchFilterAppliedBeforeHistoryDeserialization(t *testing.T, e penv) {
 	capSeedCorrupt(t, e, p, "inst-order-43", "99.0.0")
 
 	// Were history decoded before filtering, this would be an item with HistoryError.
-	item, err := p.FetchOrchestrationItem(t.Context(), runtime.FetchOptions{LockTimeout: longLock, Filter: capFilter("1.0.0", "2.0.0")})
+	item, err := p.FetchOrchestrationItem(t.Context(), provider.FetchOptions{LockTimeout: longLock, Filter: capFilter("1.0.0", "2.0.0")})
 	if err != nil {
 		t.Fatalf("filtered fetch failed: %v; the filter must be applied before history is decoded", err)
 	}
@@ -517,7 +517,7 @@ func capFetchFilterAppliedBeforeHistoryDeserialization(t *testing.T, e penv) {
 		t.Fatalf("filter [1.0.0, 2.0.0] returned %q (HistoryError %q) pinned to 99.0.0; want nothing", item.Instance, item.HistoryError)
 	}
 
-	item, err = p.FetchOrchestrationItem(t.Context(), runtime.FetchOptions{LockTimeout: longLock})
+	item, err = p.FetchOrchestrationItem(t.Context(), provider.FetchOptions{LockTimeout: longLock})
 	if err != nil {
 		t.Fatalf("unfiltered fetch of a corrupted history failed: %v; want an item with HistoryError", err)
 	}
@@ -535,9 +535,9 @@ func capFetchSingleRangeOnlyUsesFirstRange(t *testing.T, e penv) {
 	capSeed(t, p, "inst-range-a", "1.0.0")
 	capSeed(t, p, "inst-range-b", "3.0.0")
 
-	filter := &runtime.CapabilityFilter{SupportedVersions: []runtime.SemVerRange{
-		{Min: runtime.MustSemVer("1.0.0"), Max: runtime.MustSemVer("1.5.0")},
-		{Min: runtime.MustSemVer("3.0.0"), Max: runtime.MustSemVer("3.5.0")},
+	filter := &provider.CapabilityFilter{SupportedVersions: []provider.SemVerRange{
+		{Min: provider.MustSemVer("1.0.0"), Max: provider.MustSemVer("1.5.0")},
+		{Min: provider.MustSemVer("3.0.0"), Max: provider.MustSemVer("3.5.0")},
 	}}
 
 	item := capFetch(t, p, longLock, filter)
@@ -573,24 +573,24 @@ func capAckAppendsEventToCorruptedHistory(t *testing.T, e penv) {
 
 	// Poison-terminate: append an OrchestrationFailed at a sentinel id. The ack must
 	// only insert, never re-read or re-encode the damaged rows.
-	details := &runtime.ErrorDetails{
-		Kind: runtime.ErrorPoison, AttemptCount: 4, MaxAttempts: 3,
-		PoisonType: runtime.PoisonFailedDeserialization, Instance: inst, ExecutionID: item.ExecutionID,
+	details := &provider.ErrorDetails{
+		Kind: provider.ErrorPoison, AttemptCount: 4, MaxAttempts: 3,
+		PoisonType: provider.PoisonFailedDeserialization, Instance: inst, ExecutionID: item.ExecutionID,
 		Error: item.HistoryError, Message: item.HistoryError,
 	}
-	failed := runtime.Event{
-		Kind: runtime.EventOrchestrationFailed, EventID: 99999,
+	failed := provider.Event{
+		Kind: provider.EventOrchestrationFailed, EventID: 99999,
 		InstanceID: inst, ExecutionID: item.ExecutionID, Details: details,
 	}
-	md := runtime.ExecutionMetadata{
-		Status:               ptr(runtime.StatusFailed),
+	md := provider.ExecutionMetadata{
+		Status:               ptr(provider.StatusFailed),
 		Output:               ptr(details.DisplayMessage()),
 		OrchestrationName:    ptr(item.OrchestrationName),
 		OrchestrationVersion: ptr(item.Version),
 	}
-	if err := p.AckOrchestrationItem(t.Context(), item.LockToken, runtime.OrchestrationAck{
+	if err := p.AckOrchestrationItem(t.Context(), item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  item.ExecutionID,
-		HistoryDelta: []runtime.Event{failed},
+		HistoryDelta: []provider.Event{failed},
 		Metadata:     md,
 	}); err != nil {
 		t.Fatalf("AckOrchestrationItem on a corrupted history: %v; the ack must append without re-reading existing rows", err)
@@ -600,8 +600,8 @@ func capAckAppendsEventToCorruptedHistory(t *testing.T, e penv) {
 	if err != nil {
 		t.Fatalf("GetInstanceInfo(%s): %v", inst, err)
 	}
-	if info.Status != runtime.StatusFailed {
-		t.Fatalf("status after the poison ack = %q; want %q", info.Status, runtime.StatusFailed)
+	if info.Status != provider.StatusFailed {
+		t.Fatalf("status after the poison ack = %q; want %q", info.Status, provider.StatusFailed)
 	}
 	if info.Output == nil || !strings.Contains(*info.Output, "deserialization failed") {
 		t.Fatalf("output after the poison ack = %v; want one containing %q", capStr(info.Output), "deserialization failed")

@@ -12,7 +12,7 @@ package conformance
 import (
 	"testing"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -29,20 +29,20 @@ func init() {
 
 // csTurn pokes instance with an external event, fetches the turn and acks execution 1
 // with delta and empty metadata (duroxide's poke_item + ack_with_metadata).
-func csTurn(t *testing.T, p runtime.Provider, instance string, delta ...runtime.Event) {
+func csTurn(t *testing.T, p provider.Provider, instance string, delta ...provider.Event) {
 	t.Helper()
 	enqueueOrch(t, p, externalRaised(instance, "poke", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the poke of "+instance)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta})
 }
 
 // csUpdated is a CustomStatusUpdated event; a nil status clears.
-func csUpdated(id uint64, status *string) runtime.Event {
-	return runtime.Event{Kind: runtime.EventCustomStatusUpdated, EventID: id, Status: status}
+func csUpdated(id uint64, status *string) provider.Event {
+	return provider.Event{Kind: provider.EventCustomStatusUpdated, EventID: id, Status: status}
 }
 
 // csGet is GetCustomStatus that fails the test on error.
-func csGet(t *testing.T, p runtime.Provider, instance string, lastSeen uint64) (*string, uint64, bool) {
+func csGet(t *testing.T, p provider.Provider, instance string, lastSeen uint64) (*string, uint64, bool) {
 	t.Helper()
 	status, version, changed, err := p.GetCustomStatus(t.Context(), instance, lastSeen)
 	if err != nil {
@@ -52,7 +52,7 @@ func csGet(t *testing.T, p runtime.Provider, instance string, lastSeen uint64) (
 }
 
 // csWant requires GetCustomStatus(instance, 0) to report a change to status at version.
-func csWant(t *testing.T, p runtime.Provider, instance string, status *string, version uint64, why string) {
+func csWant(t *testing.T, p provider.Provider, instance string, status *string, version uint64, why string) {
 	t.Helper()
 	got, v, changed := csGet(t, p, instance, 0)
 	if !changed || v != version || !csEqual(got, status) {

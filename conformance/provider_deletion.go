@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -41,7 +41,7 @@ func init() {
 // not "") and acks its first turn with the OrchestrationStarted event and metadata
 // status, output, TestOrch 1.0.0 and the parent link: duroxide's
 // create_completed_instance_with_parent and create_failed/cancelled_instance.
-func delFinishedInstance(t *testing.T, p runtime.Provider, instance, parent, status, output string) {
+func delFinishedInstance(t *testing.T, p provider.Provider, instance, parent, status, output string) {
 	t.Helper()
 	start := startItem(instance, "TestOrch", "1.0.0", "{}")
 	started := startedEvent(1, "TestOrch", "1.0.0", "{}")
@@ -57,28 +57,28 @@ func delFinishedInstance(t *testing.T, p runtime.Provider, instance, parent, sta
 	if item.Instance != instance {
 		t.Fatalf("fetched instance %q, want %q", item.Instance, instance)
 	}
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{started},
+		HistoryDelta: []provider.Event{started},
 		Metadata:     md,
 	})
 }
 
 // delCompleted creates a root instance completed with output "done".
-func delCompleted(t *testing.T, p runtime.Provider, instance string) {
+func delCompleted(t *testing.T, p provider.Provider, instance string) {
 	t.Helper()
-	delFinishedInstance(t, p, instance, "", runtime.StatusCompleted, "done")
+	delFinishedInstance(t, p, instance, "", provider.StatusCompleted, "done")
 }
 
 // delCompletedChild creates a completed sub-orchestration of parent.
-func delCompletedChild(t *testing.T, p runtime.Provider, instance, parent string) {
+func delCompletedChild(t *testing.T, p provider.Provider, instance, parent string) {
 	t.Helper()
-	delFinishedInstance(t, p, instance, parent, runtime.StatusCompleted, "done")
+	delFinishedInstance(t, p, instance, parent, provider.StatusCompleted, "done")
 }
 
 // delChildInstance is duroxide's create_child_instance (deletion.rs): a start naming
 // the parent (no parent id), acked as a completed "ChildOrch" linked to parent.
-func delChildInstance(t *testing.T, p runtime.Provider, instance, parent string) {
+func delChildInstance(t *testing.T, p provider.Provider, instance, parent string) {
 	t.Helper()
 	start := startItem(instance, "TestOrch", "1.0.0", "{}")
 	start.ParentInstance = parent
@@ -90,19 +90,19 @@ func delChildInstance(t *testing.T, p runtime.Provider, instance, parent string)
 	started := startedEvent(1, "ChildOrch", "1.0.0", "{}")
 	started.ParentInstance = parent
 	md := metadata("ChildOrch", "1.0.0")
-	md.Status, md.Output, md.ParentInstanceID = ptr(runtime.StatusCompleted), ptr("done"), ptr(parent)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1, HistoryDelta: []runtime.Event{started}, Metadata: md})
+	md.Status, md.Output, md.ParentInstanceID = ptr(provider.StatusCompleted), ptr("done"), ptr(parent)
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{started}, Metadata: md})
 }
 
 // delMustExist and delMustBeGone check an instance through GetInstanceInfo.
-func delMustExist(t *testing.T, a runtime.ProviderAdmin, instance, why string) {
+func delMustExist(t *testing.T, a provider.ProviderAdmin, instance, why string) {
 	t.Helper()
 	if _, err := a.GetInstanceInfo(t.Context(), instance); err != nil {
 		t.Fatalf("GetInstanceInfo(%s): %v; want the instance to exist: %s", instance, err, why)
 	}
 }
 
-func delMustBeGone(t *testing.T, a runtime.ProviderAdmin, instance, why string) {
+func delMustBeGone(t *testing.T, a provider.ProviderAdmin, instance, why string) {
 	t.Helper()
 	if info, err := a.GetInstanceInfo(t.Context(), instance); err == nil {
 		t.Fatalf("GetInstanceInfo(%s) = %+v; want an error: %s", instance, info, why)
@@ -110,7 +110,7 @@ func delMustBeGone(t *testing.T, a runtime.ProviderAdmin, instance, why string) 
 }
 
 // delDelete is DeleteInstance that fails the test on error.
-func delDelete(t *testing.T, a runtime.ProviderAdmin, instance string, force bool) runtime.DeleteInstanceResult {
+func delDelete(t *testing.T, a provider.ProviderAdmin, instance string, force bool) provider.DeleteInstanceResult {
 	t.Helper()
 	res, err := a.DeleteInstance(t.Context(), instance, force)
 	if err != nil {
@@ -138,9 +138,9 @@ func testDelTerminalInstances(t *testing.T, e penv) {
 	a := e.admin(t, p)
 	const completed, failed, cancelled = "delete-term-completed", "delete-term-failed", "delete-term-cancelled"
 	delCompleted(t, p, completed)
-	delFinishedInstance(t, p, failed, "", runtime.StatusFailed, "error: something went wrong")
+	delFinishedInstance(t, p, failed, "", provider.StatusFailed, "error: something went wrong")
 	// A cancelled instance is stored as Failed with a "cancelled: ..." output.
-	delFinishedInstance(t, p, cancelled, "", runtime.StatusFailed, "cancelled: user requested cancellation")
+	delFinishedInstance(t, p, cancelled, "", provider.StatusFailed, "cancelled: user requested cancellation")
 	for _, id := range []string{completed, failed, cancelled} {
 		delMustExist(t, a, id, "it was just created")
 	}
@@ -167,7 +167,7 @@ func testDelRunningRejectedForceSucceeds(t *testing.T, e penv) {
 
 	_, err := a.DeleteInstance(t.Context(), inst, false)
 	mustFail(t, err, "DeleteInstance of a running instance without force")
-	if runtime.IsRetryable(err) {
+	if provider.IsRetryable(err) {
 		t.Fatalf("DeleteInstance of a running instance failed with a retryable error (%v); want a permanent one", err)
 	}
 	delErrMentions(t, err, "DeleteInstance of a running instance without force", "running")
@@ -183,8 +183,8 @@ func testDelNonexistentInstance(t *testing.T, e penv) {
 	p := e.open(t)
 	a := e.admin(t, p)
 	_, err := a.DeleteInstance(t.Context(), "does-not-exist-12345", false)
-	mustFailWith(t, err, runtime.ErrNotFound, "DeleteInstance of an unknown instance")
-	if runtime.IsRetryable(err) {
+	mustFailWith(t, err, provider.ErrNotFound, "DeleteInstance of an unknown instance")
+	if provider.IsRetryable(err) {
 		t.Fatalf("DeleteInstance of an unknown instance failed with a retryable error (%v); want a permanent one", err)
 	}
 	delErrMentions(t, err, "DeleteInstance of an unknown instance", "not found")
@@ -198,10 +198,10 @@ func testDelCleansQueuesAndLocks(t *testing.T, e penv) {
 	enqueueWork(t, p, activityExecute(inst, 1, 1, "TestActivity", "{}"))
 	item := mustFetchOrch(t, p, longLock, "the start of "+inst)
 	md := metadata("TestOrch", "1.0.0")
-	md.Status = ptr(runtime.StatusCompleted)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	md.Status = ptr(provider.StatusCompleted)
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")},
+		HistoryDelta: []provider.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")},
 		Metadata:     md,
 	})
 
@@ -217,9 +217,9 @@ func testDelCleansQueuesAndLocks(t *testing.T, e penv) {
 	if item.OrchestrationName != newName {
 		t.Fatalf("fetched item of the recreated instance has orchestration name %q; want %q", item.OrchestrationName, newName)
 	}
-	err := p.AckOrchestrationItem(t.Context(), item.LockToken, runtime.OrchestrationAck{
+	err := p.AckOrchestrationItem(t.Context(), item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{startedEvent(1, newName, "2.0.0", newInput)},
+		HistoryDelta: []provider.Event{startedEvent(1, newName, "2.0.0", newInput)},
 		Metadata:     metadata(newName, "2.0.0"),
 	})
 	if err != nil {
@@ -280,9 +280,9 @@ func testDelForcePreventsAckRecreation(t *testing.T, e penv) {
 		t.Fatalf("DeleteInstance(force) while a turn holds the lock reported %+v; want at least 1 instance deleted", res)
 	}
 
-	err := p.AckOrchestrationItem(t.Context(), item.LockToken, runtime.OrchestrationAck{
+	err := p.AckOrchestrationItem(t.Context(), item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{{Kind: runtime.EventExternalEvent, EventID: 2, Name: "test-event", Data: "{}"}},
+		HistoryDelta: []provider.Event{{Kind: provider.EventExternalEvent, EventID: 2, Name: "test-event", Data: "{}"}},
 	})
 	mustFail(t, err, "AckOrchestrationItem with a lock held across a force delete")
 	delMustBeGone(t, a, inst, "a failed ack after a force delete must not recreate the instance")
@@ -459,10 +459,10 @@ func testDelStaleActivityAfterRecreate(t *testing.T, e penv) {
 	item := mustFetchOrch(t, p, longLock, "the start of "+inst)
 	sched := activityScheduled(2, "OldActivity", "old-input")
 	sched.SourceEventID = 2
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
-		ExecutionID:  runtime.InitialExecutionID,
-		HistoryDelta: []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}"), sched},
-		WorkerItems:  []runtime.WorkItem{activityExecute(inst, runtime.InitialExecutionID, 2, "OldActivity", "old-input")},
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
+		ExecutionID:  provider.InitialExecutionID,
+		HistoryDelta: []provider.Event{startedEvent(1, "TestOrch", "1.0.0", "{}"), sched},
+		WorkerItems:  []provider.WorkItem{activityExecute(inst, provider.InitialExecutionID, 2, "OldActivity", "old-input")},
 		Metadata:     metadata("TestOrch", "1.0.0"),
 	})
 	lease := fetchWork(t, p, longLock)
@@ -486,7 +486,7 @@ func testDelStaleActivityAfterRecreate(t *testing.T, e penv) {
 	}
 
 	// The old worker's ack must fail: its row went with the deleted instance.
-	stale := activityCompleted(inst, runtime.InitialExecutionID, 2, "stale-result-from-old-instance")
+	stale := activityCompleted(inst, provider.InitialExecutionID, 2, "stale-result-from-old-instance")
 	mustFail(t, p.AckWorkItem(t.Context(), lease.LockToken, &stale),
 		"AckWorkItem of an activity of a force-deleted (and recreated) instance")
 
@@ -494,14 +494,14 @@ func testDelStaleActivityAfterRecreate(t *testing.T, e penv) {
 	enqueueOrch(t, p, externalRaised(inst, "probe-event", "{}"), 0)
 	item = mustFetchOrch(t, p, longLock, "the probe event of the recreated "+inst)
 	for _, m := range item.Messages {
-		if m.Kind == runtime.WorkActivityCompleted && strings.Contains(m.Result, "stale-result") {
+		if m.Kind == provider.WorkActivityCompleted && strings.Contains(m.Result, "stale-result") {
 			t.Fatalf("the recreated instance received the stale completion of the deleted one; messages: %+v", item.Messages)
 		}
 	}
 	// Clean-up, errors ignored as in duroxide.
-	_ = p.AckOrchestrationItem(t.Context(), item.LockToken, runtime.OrchestrationAck{
-		ExecutionID: runtime.InitialExecutionID,
-		Metadata:    runtime.ExecutionMetadata{Status: ptr(runtime.StatusCompleted)},
+	_ = p.AckOrchestrationItem(t.Context(), item.LockToken, provider.OrchestrationAck{
+		ExecutionID: provider.InitialExecutionID,
+		Metadata:    provider.ExecutionMetadata{Status: ptr(provider.StatusCompleted)},
 	})
 	_, _ = a.DeleteInstance(t.Context(), inst, true)
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -28,7 +28,7 @@ func init() {
 }
 
 // ehCorruptHook returns the factory's CorruptInstanceHistory hook or skips.
-func ehCorruptHook(t *testing.T, e penv) func(t *testing.T, p runtime.Provider, instance string) {
+func ehCorruptHook(t *testing.T, e penv) func(t *testing.T, p provider.Provider, instance string) {
 	t.Helper()
 	capNeedCorrupt(t, e)
 	return e.f.CorruptInstanceHistory
@@ -37,13 +37,13 @@ func ehCorruptHook(t *testing.T, e penv) func(t *testing.T, p runtime.Provider, 
 // ehRequireCorruptError requires that err reports undecodable history as a permanent
 // error (duroxide 0.1.27: "deserialisation failures must surface as permanent errors,
 // not be skipped").
-func ehRequireCorruptError(t *testing.T, err error, events []runtime.Event, what string) {
+func ehRequireCorruptError(t *testing.T, err error, events []provider.Event, what string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%s of a corrupted history succeeded with %d events %v; want an error", what, len(events), atomKinds(events))
 	}
-	mustFailWith(t, err, runtime.ErrCorruptHistory, what+" of a corrupted history")
-	if runtime.IsRetryable(err) {
+	mustFailWith(t, err, provider.ErrCorruptHistory, what+" of a corrupted history")
+	if provider.IsRetryable(err) {
 		t.Fatalf("%s of a corrupted history: error %v is retryable; want a permanent error", what, err)
 	}
 }
@@ -51,8 +51,8 @@ func ehRequireCorruptError(t *testing.T, err error, events []runtime.Event, what
 // testErrorHandlingInvalidLockTokenOnAck: an ack with an unknown token is rejected as a lost lock.
 func testErrorHandlingInvalidLockTokenOnAck(t *testing.T, e penv) {
 	p := e.open(t)
-	err := p.AckOrchestrationItem(t.Context(), "invalid-token", runtime.OrchestrationAck{ExecutionID: 1})
-	mustFailWith(t, err, runtime.ErrLockLost, "ack with token \"invalid-token\"")
+	err := p.AckOrchestrationItem(t.Context(), "invalid-token", provider.OrchestrationAck{ExecutionID: 1})
+	mustFailWith(t, err, provider.ErrLockLost, "ack with token \"invalid-token\"")
 	if err.Error() == "" {
 		t.Fatal("the error of an ack with an unknown token has an empty message")
 	}
@@ -66,21 +66,21 @@ func testErrorHandlingDuplicateEventIDRejection(t *testing.T, e penv) {
 
 	enqueueOrch(t, p, startItem(inst, "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of "+inst)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomStarted(inst, 1)},
+		HistoryDelta: []provider.Event{atomStarted(inst, 1)},
 	})
 
 	enqueueOrch(t, p, startItem(inst, "TestOrch", "1.0.0", "{}"), 0)
 	item2 := mustFetchOrch(t, p, longLock, "the second message of "+inst)
-	err := p.AckOrchestrationItem(t.Context(), item2.LockToken, runtime.OrchestrationAck{
+	err := p.AckOrchestrationItem(t.Context(), item2.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomOn(inst, 1, activityScheduled(1, "Activity", "{}"))}, // id 1 again
+		HistoryDelta: []provider.Event{atomOn(inst, 1, activityScheduled(1, "Activity", "{}"))}, // id 1 again
 	})
-	mustFailWith(t, err, runtime.ErrDuplicateEvent, "ack appending a duplicate event id 1")
+	mustFailWith(t, err, provider.ErrDuplicateEvent, "ack appending a duplicate event id 1")
 
 	h := readHistory(t, p, inst)
-	atomRequireKinds(t, h, "history after the rejected ack", runtime.EventOrchestrationStarted)
+	atomRequireKinds(t, h, "history after the rejected ack", provider.EventOrchestrationStarted)
 }
 
 // testErrorHandlingMissingInstanceMetadata: reading a never-created instance gives an empty
@@ -103,10 +103,10 @@ func testErrorHandlingCorruptedSerializationData(t *testing.T, e penv) {
 	const bad, good = "inst-corrupt-data", "inst-healthy"
 	createInstance(t, p, bad)
 	corrupt(t, p, bad)
-	enqueueOrch(t, p, runtime.WorkItem{Kind: runtime.WorkExternalRaised, Instance: bad, Name: "go", Data: "x"}, 0)
+	enqueueOrch(t, p, provider.WorkItem{Kind: provider.WorkExternalRaised, Instance: bad, Name: "go", Data: "x"}, 0)
 	enqueueOrch(t, p, startItem(good, "TestOrch", "1.0.0", "{}"), 0)
 
-	got := map[string]*runtime.OrchestrationItem{}
+	got := map[string]*provider.OrchestrationItem{}
 	for range 2 {
 		item := mustFetchOrch(t, p, longLock, "the corrupted and the healthy instance")
 		got[item.Instance] = item
@@ -135,11 +135,11 @@ func testErrorHandlingLockExpirationDuringAck(t *testing.T, e penv) {
 
 	time.Sleep(e.lapse())
 
-	err := p.AckOrchestrationItem(t.Context(), item.LockToken, runtime.OrchestrationAck{
+	err := p.AckOrchestrationItem(t.Context(), item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomStarted(inst, 1)},
+		HistoryDelta: []provider.Event{atomStarted(inst, 1)},
 	})
-	mustFailWith(t, err, runtime.ErrLockLost, "ack after the lock lapsed")
+	mustFailWith(t, err, provider.ErrLockLost, "ack after the lock lapsed")
 }
 
 // testErrorHandlingReadCorruptedHistoryReturnsError (0.1.27): Read of an undecodable history
@@ -169,7 +169,7 @@ func testErrorHandlingReadWithExecutionCorruptedHistoryReturnsError(t *testing.T
 	const inst = "inst-rwe-corrupt"
 
 	createInstance(t, p, inst)
-	h, err := p.ReadWithExecution(t.Context(), inst, runtime.InitialExecutionID)
+	h, err := p.ReadWithExecution(t.Context(), inst, provider.InitialExecutionID)
 	if err != nil {
 		t.Fatalf("ReadWithExecution before the corruption: %v", err)
 	}
@@ -179,11 +179,11 @@ func testErrorHandlingReadWithExecutionCorruptedHistoryReturnsError(t *testing.T
 
 	corrupt(t, p, inst)
 
-	h, err = p.ReadWithExecution(t.Context(), inst, runtime.InitialExecutionID)
+	h, err = p.ReadWithExecution(t.Context(), inst, provider.InitialExecutionID)
 	ehRequireCorruptError(t, err, h, "ReadWithExecution")
 
-	if m, ok := p.(runtime.ManagedProvider); ok {
-		h, err = m.Management().ReadHistoryWithExecutionID(t.Context(), inst, runtime.InitialExecutionID)
+	if m, ok := p.(provider.ManagedProvider); ok {
+		h, err = m.Management().ReadHistoryWithExecutionID(t.Context(), inst, provider.InitialExecutionID)
 		ehRequireCorruptError(t, err, h, "ProviderAdmin.ReadHistoryWithExecutionID")
 	}
 }

@@ -6,7 +6,7 @@ package conformance
 import (
 	"testing"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -19,7 +19,7 @@ func init() {
 }
 
 // icRequire checks the identity an orchestration fetch reports.
-func icRequire(t *testing.T, item *runtime.OrchestrationItem, what, instance, name string) {
+func icRequire(t *testing.T, item *provider.OrchestrationItem, what, instance, name string) {
 	t.Helper()
 	if item.Instance != instance {
 		t.Fatalf("%s: fetched instance %q; want %q", what, item.Instance, instance)
@@ -46,9 +46,9 @@ func testInstanceCreationViaMetadata(t *testing.T, e penv) {
 	}
 	// The version of this first fetch may be empty or taken from the work item.
 
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomOn(inst, 1, startedEvent(1, "TestOrch", "2.0.0", "{}"))},
+		HistoryDelta: []provider.Event{atomOn(inst, 1, startedEvent(1, "TestOrch", "2.0.0", "{}"))},
 		Metadata:     metadata("TestOrch", "2.0.0"), // the version the runtime resolved
 	})
 
@@ -65,7 +65,7 @@ func testInstanceCreationViaMetadata(t *testing.T, e penv) {
 		t.Fatalf("second fetch: history has %d events %v; want the OrchestrationStarted", len(item2.History), atomKinds(item2.History))
 	}
 
-	ackOrch(t, p, item2.LockToken, runtime.OrchestrationAck{ExecutionID: 1})
+	ackOrch(t, p, item2.LockToken, provider.OrchestrationAck{ExecutionID: 1})
 }
 
 // testInstanceCreationNoInstanceCreationOnEnqueue: enqueueing creates no instance,
@@ -78,9 +78,9 @@ func testInstanceCreationNoInstanceCreationOnEnqueue(t *testing.T, e penv) {
 	item := mustFetchOrch(t, p, longLock, "the start of "+inst+", although the instance does not exist yet")
 	icRequire(t, item, "fetch", inst, "")
 
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomStarted(inst, 1)},
+		HistoryDelta: []provider.Event{atomStarted(inst, 1)},
 		Metadata:     metadata("TestOrch", "1.0.0"),
 	})
 }
@@ -95,9 +95,9 @@ func testInstanceCreationNullVersionHandling(t *testing.T, e penv) {
 	item := mustFetchOrch(t, p, longLock, "the version-less start of "+inst)
 	icRequire(t, item, "first fetch", inst, "")
 
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomOn(inst, 1, startedEvent(1, "TestOrch", "3.0.0", "{}"))},
+		HistoryDelta: []provider.Event{atomOn(inst, 1, startedEvent(1, "TestOrch", "3.0.0", "{}"))},
 		Metadata:     metadata("TestOrch", "3.0.0"),
 	})
 
@@ -107,7 +107,7 @@ func testInstanceCreationNullVersionHandling(t *testing.T, e penv) {
 		t.Fatalf("second fetch: version %q; want %q (from the ack's metadata)", item2.Version, "3.0.0")
 	}
 
-	ackOrch(t, p, item2.LockToken, runtime.OrchestrationAck{ExecutionID: 1})
+	ackOrch(t, p, item2.LockToken, provider.OrchestrationAck{ExecutionID: 1})
 }
 
 // testInstanceCreationSubOrchestrationInstanceCreation: a child start enqueued by its parent's ack is
@@ -118,11 +118,11 @@ func testInstanceCreationSubOrchestrationInstanceCreation(t *testing.T, e penv) 
 
 	enqueueOrch(t, p, startItem(parent, "TestOrch", "1.0.0", "{}"), 0)
 	pitem := mustFetchOrch(t, p, longLock, "the start of "+parent)
-	ackOrch(t, p, pitem.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, pitem.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomOn(parent, 1, startedEvent(1, "ParentOrch", "1.0.0", "{}"))},
-		OrchestratorItems: []runtime.WorkItem{{
-			Kind: runtime.WorkStartOrchestration, Instance: child, Name: "ChildOrch", Input: "{}",
+		HistoryDelta: []provider.Event{atomOn(parent, 1, startedEvent(1, "ParentOrch", "1.0.0", "{}"))},
+		OrchestratorItems: []provider.WorkItem{{
+			Kind: provider.WorkStartOrchestration, Instance: child, Name: "ChildOrch", Input: "{}",
 			ParentInstance: parent, ParentID: 1, ExecutionID: 1,
 		}},
 		Metadata: metadata("ParentOrch", "1.0.0"),
@@ -133,14 +133,14 @@ func testInstanceCreationSubOrchestrationInstanceCreation(t *testing.T, e penv) 
 
 	started := startedEvent(1, "ChildOrch", "1.5.0", "{}")
 	started.ParentInstance, started.ParentID = parent, 1
-	ackOrch(t, p, citem.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, citem.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomOn(child, 1, started)},
+		HistoryDelta: []provider.Event{atomOn(child, 1, started)},
 		Metadata:     metadata("ChildOrch", "1.5.0"),
 	})
 
-	enqueueOrch(t, p, runtime.WorkItem{
-		Kind: runtime.WorkStartOrchestration, Instance: child, Name: "ChildOrch", Input: "{}", ExecutionID: 1,
+	enqueueOrch(t, p, provider.WorkItem{
+		Kind: provider.WorkStartOrchestration, Instance: child, Name: "ChildOrch", Input: "{}", ExecutionID: 1,
 	}, 0)
 	citem2 := mustFetchOrch(t, p, longLock, "the second message of "+child)
 	icRequire(t, citem2, "second child fetch", child, "")
@@ -148,5 +148,5 @@ func testInstanceCreationSubOrchestrationInstanceCreation(t *testing.T, e penv) 
 		t.Fatalf("second child fetch: version %q; want %q (from the ack's metadata)", citem2.Version, "1.5.0")
 	}
 
-	ackOrch(t, p, citem2.LockToken, runtime.OrchestrationAck{ExecutionID: 1})
+	ackOrch(t, p, citem2.LockToken, provider.OrchestrationAck{ExecutionID: 1})
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -32,7 +32,7 @@ func init() {
 
 // ilFetchResult is what a concurrent fetcher saw.
 type ilFetchResult struct {
-	item *runtime.OrchestrationItem
+	item *provider.OrchestrationItem
 	err  error
 }
 
@@ -78,11 +78,11 @@ func testInstanceLockingInvalidLockTokenRejection(t *testing.T, e penv) {
 	enqueueOrch(t, p, startItem("instance-A", "TestOrch", "1.0.0", "{}"), 0)
 	mustFetchOrch(t, p, longLock, "the start of instance-A")
 
-	err := p.AckOrchestrationItem(t.Context(), "invalid-token", runtime.OrchestrationAck{ExecutionID: 1})
-	mustFailWith(t, err, runtime.ErrLockLost, "ack with token \"invalid-token\"")
+	err := p.AckOrchestrationItem(t.Context(), "invalid-token", provider.OrchestrationAck{ExecutionID: 1})
+	mustFailWith(t, err, provider.ErrLockLost, "ack with token \"invalid-token\"")
 
 	err = p.AbandonOrchestrationItem(t.Context(), "invalid-token", 0, false)
-	mustFailWith(t, err, runtime.ErrLockLost, "abandon with token \"invalid-token\"")
+	mustFailWith(t, err, provider.ErrLockLost, "abandon with token \"invalid-token\"")
 
 	atomNoOrch(t, p, longLock, "the original lock must still be held")
 }
@@ -102,7 +102,7 @@ func testInstanceLockingConcurrentInstanceFetching(t *testing.T, e penv) {
 	for i := range results {
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * 30 * time.Millisecond) // stagger to reduce contention
-			item, err := p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: longLock})
+			item, err := p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: longLock})
 			results[i] = ilFetchResult{item, err}
 		})
 	}
@@ -177,7 +177,7 @@ func testInstanceLockingCrossInstanceLockIsolation(t *testing.T, e penv) {
 		t.Fatalf("second fetch got %q; want %q", itemB.Instance, b)
 	}
 
-	ackOrch(t, p, itemB.LockToken, runtime.OrchestrationAck{ExecutionID: 1, Metadata: metadata("TestOrch", "1.0.0")})
+	ackOrch(t, p, itemB.LockToken, provider.OrchestrationAck{ExecutionID: 1, Metadata: metadata("TestOrch", "1.0.0")})
 	enqueueOrch(t, p, activityCompleted(b, 1, 1, "done"), 0)
 
 	itemB2 := mustFetchOrch(t, p, longLock, b+" again while "+a+" is still locked")
@@ -206,13 +206,13 @@ func testInstanceLockingMessageTaggingDuringLock(t *testing.T, e penv) {
 	}
 
 	enqueueOrch(t, p, activityCompleted(inst, 1, 3, "msg3"), 0) // arrives during the lock
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: 1})
 
 	next := mustFetchOrch(t, p, longLock, "the completion that arrived during the lock")
 	if next.Instance != inst {
 		t.Fatalf("fetched instance %q; want %q", next.Instance, inst)
 	}
-	if len(next.Messages) != 1 || next.Messages[0].Kind != runtime.WorkActivityCompleted || next.Messages[0].ID != 3 {
+	if len(next.Messages) != 1 || next.Messages[0].Kind != provider.WorkActivityCompleted || next.Messages[0].ID != 3 {
 		t.Fatalf("fetched messages %v (completion ids %v); want exactly ActivityCompleted id 3",
 			atomMessageKinds(next.Messages), atomCompletionIDs(next.Messages))
 	}
@@ -235,7 +235,7 @@ func testInstanceLockingAckOnlyAffectsLockedMessages(t *testing.T, e penv) {
 	enqueueOrch(t, p, activityCompleted(inst, 1, 3, "msg3"), 0)
 	atomNoOrch(t, p, longLock, "the instance is locked")
 
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: 1})
 
 	next := mustFetchOrch(t, p, longLock, "completions 2 and 3 of "+inst)
 	if next.Instance != inst {
@@ -263,7 +263,7 @@ func testInstanceLockingMultiThreadedLockContention(t *testing.T, e penv) {
 	for i := range results {
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * 5 * time.Millisecond)
-			item, err := p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: longLock})
+			item, err := p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: longLock})
 			results[i] = ilFetchResult{item, err}
 		})
 	}
@@ -305,8 +305,8 @@ func testInstanceLockingMultiThreadedNoDuplicateProcessing(t *testing.T, e penv)
 		wg.Go(func() {
 			time.Sleep(time.Duration((i*3)%50) * time.Millisecond)
 			for attempt := 0; ; attempt++ {
-				item, err := p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: longLock})
-				if err != nil && runtime.IsRetryable(err) && attempt < 2 {
+				item, err := p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: longLock})
+				if err != nil && provider.IsRetryable(err) && attempt < 2 {
 					time.Sleep(time.Duration(10*(attempt+1)) * time.Millisecond)
 					continue
 				}
@@ -321,7 +321,7 @@ func testInstanceLockingMultiThreadedNoDuplicateProcessing(t *testing.T, e penv)
 	total := 0
 	for i, r := range results {
 		switch {
-		case r.err != nil && runtime.IsRetryable(r.err):
+		case r.err != nil && provider.IsRetryable(r.err):
 			// duroxide tolerates a fetcher that keeps hitting retryable errors.
 			t.Logf("fetcher %d gave up after 3 retryable errors: %v", i, r.err)
 		case r.err != nil:
@@ -337,7 +337,7 @@ func testInstanceLockingMultiThreadedNoDuplicateProcessing(t *testing.T, e penv)
 	// A fetcher may find every instance locked by another in flight and come back
 	// empty-handed; what none of them took must still be there, once.
 	for {
-		item, err := p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: longLock})
+		item, err := p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: longLock})
 		if err != nil {
 			t.Fatalf("FetchOrchestrationItem after the concurrent fetches: %v", err)
 		}
@@ -372,18 +372,18 @@ func testInstanceLockingMultiThreadedLockExpirationRecovery(t *testing.T, e penv
 
 	wg.Go(func() { // T1: fetch and hold the lock without acking (a crashed worker)
 		<-start
-		holder.item, holder.err = p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: lock})
+		holder.item, holder.err = p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: lock})
 		time.Sleep(lock + 200*time.Millisecond)
 	})
 	wg.Go(func() { // T2: fetch while the lock is held
 		<-start
 		time.Sleep(200 * time.Millisecond)
-		blocked.item, blocked.err = p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: lock})
+		blocked.item, blocked.err = p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: lock})
 	})
 	wg.Go(func() { // T3: fetch after the lock lapsed
 		<-start
 		time.Sleep(e.lapse())
-		recovered.item, recovered.err = p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: lock})
+		recovered.item, recovered.err = p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: lock})
 	})
 	close(start)
 	wg.Wait()

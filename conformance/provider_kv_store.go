@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -64,34 +64,34 @@ func init() {
 
 // kvEvent builds an event of execution exec of instance with the common fields set
 // the way duroxide's Event::with_event_id does (no source event, stamped now).
-func kvEvent(kind runtime.EventKind, instance string, exec, id uint64) runtime.Event {
-	return runtime.Event{Kind: kind, EventID: id, InstanceID: instance, ExecutionID: exec, TimestampMs: time.Now().UnixMilli()}
+func kvEvent(kind provider.EventKind, instance string, exec, id uint64) provider.Event {
+	return provider.Event{Kind: kind, EventID: id, InstanceID: instance, ExecutionID: exec, TimestampMs: time.Now().UnixMilli()}
 }
 
 // kvSetEv is a KeyValueSet event.
-func kvSetEv(instance string, exec, id uint64, key, value string, updatedAtMs int64) runtime.Event {
-	ev := kvEvent(runtime.EventKeyValueSet, instance, exec, id)
+func kvSetEv(instance string, exec, id uint64, key, value string, updatedAtMs int64) provider.Event {
+	ev := kvEvent(provider.EventKeyValueSet, instance, exec, id)
 	ev.Key, ev.Value, ev.LastUpdatedAtMs = key, value, updatedAtMs
 	return ev
 }
 
 // kvClearEv is a KeyValueCleared event.
-func kvClearEv(instance string, exec, id uint64, key string) runtime.Event {
-	ev := kvEvent(runtime.EventKeyValueCleared, instance, exec, id)
+func kvClearEv(instance string, exec, id uint64, key string) provider.Event {
+	ev := kvEvent(provider.EventKeyValueCleared, instance, exec, id)
 	ev.Key = key
 	return ev
 }
 
 // kvClearAllEv is a KeyValuesCleared event.
-func kvClearAllEv(instance string, exec, id uint64) runtime.Event {
-	return kvEvent(runtime.EventKeyValuesCleared, instance, exec, id)
+func kvClearAllEv(instance string, exec, id uint64) provider.Event {
+	return kvEvent(provider.EventKeyValuesCleared, instance, exec, id)
 }
 
 // kvPokeItem is the external event duroxide's KV tests enqueue to get a turn.
-func kvPokeItem(instance string) runtime.WorkItem { return externalRaised(instance, "poke", "{}") }
+func kvPokeItem(instance string) provider.WorkItem { return externalRaised(instance, "poke", "{}") }
 
 // kvFetchTurn enqueues a poke for instance and fetches it (30s lock).
-func kvFetchTurn(t *testing.T, p runtime.Provider, instance, what string) *runtime.OrchestrationItem {
+func kvFetchTurn(t *testing.T, p provider.Provider, instance, what string) *provider.OrchestrationItem {
 	t.Helper()
 	enqueueOrch(t, p, kvPokeItem(instance), 0)
 	item := mustFetchOrch(t, p, longLock, what)
@@ -103,50 +103,50 @@ func kvFetchTurn(t *testing.T, p runtime.Provider, instance, what string) *runti
 
 // kvAckDelta is duroxide's ack_with_delta: poke, fetch, and ack the turn as execution
 // exec with delta and empty metadata.
-func kvAckDelta(t *testing.T, p runtime.Provider, instance string, exec uint64, delta ...runtime.Event) {
+func kvAckDelta(t *testing.T, p provider.Provider, instance string, exec uint64, delta ...provider.Event) {
 	t.Helper()
 	item := kvFetchTurn(t, p, instance, "the poke of "+instance)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: exec, HistoryDelta: delta})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: exec, HistoryDelta: delta})
 }
 
 // kvAckEmpty acks a fetched item as execution exec with nothing to commit.
-func kvAckEmpty(t *testing.T, p runtime.Provider, item *runtime.OrchestrationItem, exec uint64) {
+func kvAckEmpty(t *testing.T, p provider.Provider, item *provider.OrchestrationItem, exec uint64) {
 	t.Helper()
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: exec})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: exec})
 }
 
 // kvComplete is duroxide's complete_instance: a turn that appends
 // OrchestrationCompleted (event 9999) and marks execution exec Completed.
-func kvComplete(t *testing.T, p runtime.Provider, instance string, exec uint64) {
+func kvComplete(t *testing.T, p provider.Provider, instance string, exec uint64) {
 	t.Helper()
 	item := kvFetchTurn(t, p, instance, "the completing turn of "+instance)
-	done := kvEvent(runtime.EventOrchestrationCompleted, instance, exec, 9999)
+	done := kvEvent(provider.EventOrchestrationCompleted, instance, exec, 9999)
 	done.Output = "done"
 	md := metadata("TestOrch", "1.0.0")
-	md.Status, md.Output = ptr(runtime.StatusCompleted), ptr("done")
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: exec, HistoryDelta: []runtime.Event{done}, Metadata: md})
+	md.Status, md.Output = ptr(provider.StatusCompleted), ptr("done")
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: exec, HistoryDelta: []provider.Event{done}, Metadata: md})
 }
 
 // kvContinueAsNew is duroxide's continue_as_new helper: a turn (no events) that marks
 // execution newExec-1 ContinuedAsNew, then a ContinueAsNew message whose turn starts
 // execution newExec with OrchestrationStarted.
-func kvContinueAsNew(t *testing.T, p runtime.Provider, instance string, newExec uint64) {
+func kvContinueAsNew(t *testing.T, p provider.Provider, instance string, newExec uint64) {
 	t.Helper()
 	item := kvFetchTurn(t, p, instance, "the turn marking "+instance+" ContinuedAsNew")
 	md := metadata("TestOrch", "1.0.0")
-	md.Status = ptr(runtime.StatusContinuedAsNew)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: newExec - 1, Metadata: md})
+	md.Status = ptr(provider.StatusContinuedAsNew)
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: newExec - 1, Metadata: md})
 
-	enqueueOrch(t, p, runtime.WorkItem{Kind: runtime.WorkContinueAsNew, Instance: instance, Name: "TestOrch",
+	enqueueOrch(t, p, provider.WorkItem{Kind: provider.WorkContinueAsNew, Instance: instance, Name: "TestOrch",
 		Input: "{}", Version: "1.0.0"}, 0)
 	item = mustFetchOrch(t, p, longLock, "the ContinueAsNew of "+instance)
 	if item.Instance != instance {
 		t.Fatalf("fetched instance %q, want %q (ContinueAsNew)", item.Instance, instance)
 	}
-	started := kvEvent(runtime.EventOrchestrationStarted, instance, newExec, 1)
+	started := kvEvent(provider.EventOrchestrationStarted, instance, newExec, 1)
 	started.Name, started.Version, started.Input = "TestOrch", "1.0.0", "{}"
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: newExec,
-		HistoryDelta: []runtime.Event{started}, Metadata: metadata("TestOrch", "1.0.0")})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: newExec,
+		HistoryDelta: []provider.Event{started}, Metadata: metadata("TestOrch", "1.0.0")})
 }
 
 // kvShow renders a value for failure messages, shortening long ones.
@@ -158,7 +158,7 @@ func kvShow(v string) string {
 }
 
 // kvWant asserts that GetKVValue(instance, key) is present and equal to want.
-func kvWant(t *testing.T, p runtime.Provider, instance, key, want, why string) {
+func kvWant(t *testing.T, p provider.Provider, instance, key, want, why string) {
 	t.Helper()
 	got, ok, err := p.GetKVValue(t.Context(), instance, key)
 	if err != nil {
@@ -173,7 +173,7 @@ func kvWant(t *testing.T, p runtime.Provider, instance, key, want, why string) {
 }
 
 // kvWantNone asserts that GetKVValue(instance, key) reports no value (and no error).
-func kvWantNone(t *testing.T, p runtime.Provider, instance, key, why string) {
+func kvWantNone(t *testing.T, p provider.Provider, instance, key, why string) {
 	t.Helper()
 	got, ok, err := p.GetKVValue(t.Context(), instance, key)
 	if err != nil {
@@ -185,7 +185,7 @@ func kvWantNone(t *testing.T, p runtime.Provider, instance, key, why string) {
 }
 
 // kvSnapshotWant asserts that snapshot maps key to want.
-func kvSnapshotWant(t *testing.T, snap map[string]runtime.KVValue, key, want, why string) {
+func kvSnapshotWant(t *testing.T, snap map[string]provider.KVValue, key, want, why string) {
 	t.Helper()
 	v, ok := snap[key]
 	if !ok {
@@ -197,7 +197,7 @@ func kvSnapshotWant(t *testing.T, snap map[string]runtime.KVValue, key, want, wh
 }
 
 // kvSnapshotExactly asserts that snapshot's values are exactly want.
-func kvSnapshotExactly(t *testing.T, snap map[string]runtime.KVValue, want map[string]string, why string) {
+func kvSnapshotExactly(t *testing.T, snap map[string]provider.KVValue, want map[string]string, why string) {
 	t.Helper()
 	got := make(map[string]string, len(snap))
 	for k, v := range snap {
@@ -309,7 +309,7 @@ func kvExecutionIDTracking(t *testing.T, e penv) {
 	kvAckDelta(t, p, "kv-exec", 2, kvSetEv("kv-exec", 2, 200, "shared", "from_exec_2", 0))
 	kvWant(t, p, "kv-exec", "shared", "from_exec_2", "overwritten in execution 2")
 
-	if _, err := mgmt.PruneExecutions(t.Context(), "kv-exec", runtime.PruneOptions{KeepLast: 1}); err != nil {
+	if _, err := mgmt.PruneExecutions(t.Context(), "kv-exec", provider.PruneOptions{KeepLast: 1}); err != nil {
 		t.Fatalf("PruneExecutions(kv-exec, keep last 1): %v", err)
 	}
 	kvWant(t, p, "kv-exec", "shared", "from_exec_2", "the last writer (execution 2) is not pruned")
@@ -349,7 +349,7 @@ func kvPrunePreservesOverwritten(t *testing.T, e penv) {
 	kvContinueAsNew(t, p, "kv-prn1", 2)
 	kvAckDelta(t, p, "kv-prn1", 2, kvSetEv("kv-prn1", 2, 200, "survive", "v2", 0))
 
-	if _, err := mgmt.PruneExecutions(t.Context(), "kv-prn1", runtime.PruneOptions{KeepLast: 1}); err != nil {
+	if _, err := mgmt.PruneExecutions(t.Context(), "kv-prn1", provider.PruneOptions{KeepLast: 1}); err != nil {
 		t.Fatalf("PruneExecutions(kv-prn1, keep last 1): %v", err)
 	}
 	kvWant(t, p, "kv-prn1", "survive", "v2", "an overwritten key survives pruning of the old execution")
@@ -365,7 +365,7 @@ func kvPrunePreservesAllKeys(t *testing.T, e penv) {
 	kvWant(t, p, "kv-prn2", "orphan", "survives", "set in execution 1, before the prune")
 	kvWant(t, p, "kv-prn2", "keeper", "alive", "set in execution 2, before the prune")
 
-	if _, err := mgmt.PruneExecutions(t.Context(), "kv-prn2", runtime.PruneOptions{KeepLast: 1}); err != nil {
+	if _, err := mgmt.PruneExecutions(t.Context(), "kv-prn2", provider.PruneOptions{KeepLast: 1}); err != nil {
 		t.Fatalf("PruneExecutions(kv-prn2, keep last 1): %v", err)
 	}
 	kvWant(t, p, "kv-prn2", "orphan", "survives", "KV lives as long as the instance, not the execution that wrote it")
@@ -452,7 +452,7 @@ func kvSpecialCharsInKey(t *testing.T, e penv) {
 		{"path/like/key", "v4"},
 		{"emoji🎉key", "v5"},
 	}
-	var delta []runtime.Event
+	var delta []provider.Event
 	for i, kv := range pairs {
 		delta = append(delta, kvSetEv("kv-chars", 1, 100+uint64(i), kv[0], kv[1], 0))
 	}
@@ -493,7 +493,7 @@ func kvPruneCurrentExecutionProtected(t *testing.T, e penv) {
 	createInstance(t, p, "kv-prncur")
 	kvAckDelta(t, p, "kv-prncur", 1, kvSetEv("kv-prncur", 1, 100, "alive", "yes", 0))
 
-	if _, err := mgmt.PruneExecutions(t.Context(), "kv-prncur", runtime.PruneOptions{KeepLast: 1}); err != nil {
+	if _, err := mgmt.PruneExecutions(t.Context(), "kv-prncur", provider.PruneOptions{KeepLast: 1}); err != nil {
 		t.Fatalf("PruneExecutions(kv-prncur, keep last 1): %v", err)
 	}
 	kvWant(t, p, "kv-prncur", "alive", "yes", "the current execution's KV survives pruning")
@@ -513,13 +513,13 @@ func kvDeleteInstanceWithChildren(t *testing.T, e penv) {
 	if item.Instance != "kv-child" {
 		t.Fatalf("fetched instance %q, want kv-child", item.Instance)
 	}
-	started := kvEvent(runtime.EventOrchestrationStarted, "kv-child", 1, 1)
+	started := kvEvent(provider.EventOrchestrationStarted, "kv-child", 1, 1)
 	started.Name, started.Version, started.Input = "TestOrch", "1.0.0", "{}"
 	started.ParentInstance, started.ParentID = "kv-parent", 1
 	md := metadata("TestOrch", "1.0.0")
 	md.ParentInstanceID = ptr("kv-parent")
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1,
-		HistoryDelta: []runtime.Event{started}, Metadata: md})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: 1,
+		HistoryDelta: []provider.Event{started}, Metadata: md})
 
 	kvAckDelta(t, p, "kv-child", 1, kvSetEv("kv-child", 1, 100, "child_key", "child_val", 0))
 
@@ -659,7 +659,7 @@ func kvDeltaPruneUntouchedKeySurvives(t *testing.T, e penv) {
 	kvWant(t, p, "kv-dprn", "stale_config", "from_exec_1", "before the prune")
 	kvWant(t, p, "kv-dprn", "other", "unrelated", "before the prune")
 
-	if _, err := mgmt.PruneExecutions(t.Context(), "kv-dprn", runtime.PruneOptions{KeepLast: 1}); err != nil {
+	if _, err := mgmt.PruneExecutions(t.Context(), "kv-dprn", provider.PruneOptions{KeepLast: 1}); err != nil {
 		t.Fatalf("PruneExecutions(kv-dprn, keep last 1): %v", err)
 	}
 	kvWant(t, p, "kv-dprn", "stale_config", "from_exec_1", "a key of pruned execution 1 survives: KV lives as long as the instance")

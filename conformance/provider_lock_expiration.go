@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -34,12 +34,12 @@ func init() {
 }
 
 // leActivity is the ActivityExecute the worker-side cases enqueue.
-func leActivity(instance string) runtime.WorkItem {
+func leActivity(instance string) provider.WorkItem {
 	return activityExecute(instance, 1, 1, "TestActivity", "test")
 }
 
 // leDone is the completion the worker-side cases ack with.
-func leDone(instance string) *runtime.WorkItem {
+func leDone(instance string) *provider.WorkItem {
 	return ptr(activityCompleted(instance, 1, 1, "done"))
 }
 
@@ -64,8 +64,8 @@ func testLockExpirationLockExpiresAfterTimeout(t *testing.T, e penv) {
 		t.Fatalf("the refetch reused lock token %q; want a new one", first.LockToken)
 	}
 
-	err := p.AckOrchestrationItem(t.Context(), first.LockToken, runtime.OrchestrationAck{ExecutionID: 1})
-	mustFailWith(t, err, runtime.ErrLockLost, "ack with the lapsed (and re-issued) lock's token")
+	err := p.AckOrchestrationItem(t.Context(), first.LockToken, provider.OrchestrationAck{ExecutionID: 1})
+	mustFailWith(t, err, provider.ErrLockLost, "ack with the lapsed (and re-issued) lock's token")
 }
 
 // testLockExpirationAbandonReleasesLockImmediately: abandon frees the instance
@@ -101,9 +101,9 @@ func testLockExpirationLockRenewalOnAck(t *testing.T, e penv) {
 	enqueueOrch(t, p, startItem(inst, "TestOrch", "1.0.0", "{}"), 0)
 	atomNoOrch(t, p, e.lt(), "a message that arrives during the lock waits for it")
 
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomStarted(inst, 1)},
+		HistoryDelta: []provider.Event{atomStarted(inst, 1)},
 	})
 
 	again := mustFetchOrch(t, p, e.lt(), "the new message right after the ack")
@@ -129,7 +129,7 @@ func testLockExpirationConcurrentLockAttemptsRespectExpiration(t *testing.T, e p
 	for i := range results {
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * 50 * time.Millisecond)
-			item, err := p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: e.lt()})
+			item, err := p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: e.lt()})
 			results[i] = ilFetchResult{item, err}
 		})
 	}
@@ -173,7 +173,7 @@ func testLockExpirationWorkerLockRenewalSuccess(t *testing.T, e penv) {
 func testLockExpirationWorkerLockRenewalInvalidToken(t *testing.T, e penv) {
 	p := e.open(t)
 	err := p.RenewWorkItemLock(t.Context(), "invalid-token-123", longLock)
-	mustFailWith(t, err, runtime.ErrLockLost, "RenewWorkItemLock with token \"invalid-token-123\"")
+	mustFailWith(t, err, provider.ErrLockLost, "RenewWorkItemLock with token \"invalid-token-123\"")
 }
 
 // testLockExpirationWorkerLockRenewalAfterExpiration: a lapsed worker lock cannot be
@@ -188,7 +188,7 @@ func testLockExpirationWorkerLockRenewalAfterExpiration(t *testing.T, e penv) {
 	time.Sleep(e.lapse())
 
 	err := p.RenewWorkItemLock(t.Context(), lease.LockToken, e.lt())
-	mustFailWith(t, err, runtime.ErrLockLost, "RenewWorkItemLock after the lock lapsed")
+	mustFailWith(t, err, provider.ErrLockLost, "RenewWorkItemLock after the lock lapsed")
 }
 
 // testLockExpirationWorkerLockRenewalExtendsTimeout: a renewal at 0.6×T for T keeps
@@ -201,13 +201,13 @@ func testLockExpirationWorkerLockRenewalExtendsTimeout(t *testing.T, e penv) {
 	// A running orchestration schedules the activity.
 	enqueueOrch(t, p, startItem(inst, "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of "+inst)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
-		ExecutionID:  runtime.InitialExecutionID,
-		HistoryDelta: []runtime.Event{atomStarted(inst, runtime.InitialExecutionID)},
-		WorkerItems:  []runtime.WorkItem{leActivity(inst)},
-		Metadata: runtime.ExecutionMetadata{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
+		ExecutionID:  provider.InitialExecutionID,
+		HistoryDelta: []provider.Event{atomStarted(inst, provider.InitialExecutionID)},
+		WorkerItems:  []provider.WorkItem{leActivity(inst)},
+		Metadata: provider.ExecutionMetadata{
 			OrchestrationName: ptr("TestOrch"),
-			Status:            ptr(runtime.StatusRunning),
+			Status:            ptr(provider.StatusRunning),
 		},
 	})
 
@@ -234,7 +234,7 @@ func testLockExpirationWorkerLockRenewalAfterAck(t *testing.T, e penv) {
 	atomAckWork(t, p, lease.LockToken, leDone("test-instance"))
 
 	err := p.RenewWorkItemLock(t.Context(), lease.LockToken, e.lt())
-	mustFailWith(t, err, runtime.ErrLockLost, "RenewWorkItemLock after the ack")
+	mustFailWith(t, err, provider.ErrLockLost, "RenewWorkItemLock after the ack")
 }
 
 // testLockExpirationAbandonWorkItemReleasesLock: abandoning a worker item makes it
@@ -245,7 +245,7 @@ func testLockExpirationAbandonWorkItemReleasesLock(t *testing.T, e penv) {
 	enqueueWork(t, p, leActivity(inst))
 
 	lease := atomMustFetchWork(t, p, e.lt(), "the activity")
-	if lease.Item.Kind != runtime.WorkActivityExecute {
+	if lease.Item.Kind != provider.WorkActivityExecute {
 		t.Fatalf("fetched a %s; want ActivityExecute", lease.Item.Kind)
 	}
 	atomNoWork(t, p, e.lt(), "the item is locked")
@@ -255,7 +255,7 @@ func testLockExpirationAbandonWorkItemReleasesLock(t *testing.T, e penv) {
 	}
 
 	again := atomMustFetchWork(t, p, e.lt(), "the activity right after the abandon")
-	if again.Item.Kind != runtime.WorkActivityExecute {
+	if again.Item.Kind != provider.WorkActivityExecute {
 		t.Fatalf("refetched a %s; want ActivityExecute", again.Item.Kind)
 	}
 	if again.LockToken == lease.LockToken {
@@ -283,7 +283,7 @@ func testLockExpirationAbandonWorkItemWithDelay(t *testing.T, e penv) {
 	time.Sleep(delay + 100*time.Millisecond)
 
 	again := atomMustFetchWork(t, p, e.lt(), "the activity after the delay")
-	if again.Item.Kind != runtime.WorkActivityExecute {
+	if again.Item.Kind != provider.WorkActivityExecute {
 		t.Fatalf("refetched a %s; want ActivityExecute", again.Item.Kind)
 	}
 	atomAckWork(t, p, again.LockToken, leDone(inst))
@@ -302,7 +302,7 @@ func testLockExpirationWorkerAckFailsAfterLockExpiry(t *testing.T, e penv) {
 	time.Sleep(e.lt() + 200*time.Millisecond)
 
 	err := p.AckWorkItem(t.Context(), lease.LockToken, leDone(inst))
-	mustFailWith(t, err, runtime.ErrLockLost, "AckWorkItem after the lock lapsed")
+	mustFailWith(t, err, provider.ErrLockLost, "AckWorkItem after the lock lapsed")
 
 	atomMustFetchWork(t, p, 5*time.Second, "the item again: the rejected ack must not delete it")
 }
@@ -320,5 +320,5 @@ func testLockExpirationOrchestrationLockRenewalAfterExpiration(t *testing.T, e p
 	time.Sleep(e.lapse())
 
 	err := p.RenewOrchestrationItemLock(t.Context(), item.LockToken, e.lt())
-	mustFailWith(t, err, runtime.ErrLockLost, "RenewOrchestrationItemLock after the lock lapsed")
+	mustFailWith(t, err, provider.ErrLockLost, "RenewOrchestrationItemLock after the lock lapsed")
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -41,10 +41,10 @@ func lpOnlyLong(t *testing.T, e penv) {
 }
 
 // lpFetchOrch times an orchestration fetch of an empty provider, requiring nothing.
-func lpFetchOrch(t *testing.T, p runtime.Provider, poll time.Duration) time.Duration {
+func lpFetchOrch(t *testing.T, p provider.Provider, poll time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	item, err := p.FetchOrchestrationItem(t.Context(), runtime.FetchOptions{LockTimeout: longLock, PollTimeout: poll})
+	item, err := p.FetchOrchestrationItem(t.Context(), provider.FetchOptions{LockTimeout: longLock, PollTimeout: poll})
 	elapsed := time.Since(start)
 	if err != nil {
 		t.Fatalf("FetchOrchestrationItem: %v", err)
@@ -56,10 +56,10 @@ func lpFetchOrch(t *testing.T, p runtime.Provider, poll time.Duration) time.Dura
 }
 
 // lpFetchWork times a worker fetch of an empty provider, requiring nothing.
-func lpFetchWork(t *testing.T, p runtime.Provider, poll time.Duration) time.Duration {
+func lpFetchWork(t *testing.T, p provider.Provider, poll time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	lease, err := p.FetchWorkItem(t.Context(), runtime.WorkFetchOptions{LockTimeout: longLock, PollTimeout: poll})
+	lease, err := p.FetchWorkItem(t.Context(), provider.WorkFetchOptions{LockTimeout: longLock, PollTimeout: poll})
 	elapsed := time.Since(start)
 	if err != nil {
 		t.Fatalf("FetchWorkItem: %v", err)

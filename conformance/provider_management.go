@@ -14,7 +14,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -38,27 +38,27 @@ func init() {
 
 // mgmtStartTurn enqueues the start of instance (TestOrch 1.0.0), fetches it and acks
 // execution 1 with delta and md.
-func mgmtStartTurn(t *testing.T, p runtime.Provider, instance string, delta []runtime.Event, md runtime.ExecutionMetadata) {
+func mgmtStartTurn(t *testing.T, p provider.Provider, instance string, delta []provider.Event, md provider.ExecutionMetadata) {
 	t.Helper()
 	enqueueOrch(t, p, startItem(instance, "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of "+instance)
 	if item.Instance != instance {
 		t.Fatalf("fetched instance %q, want %q", item.Instance, instance)
 	}
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: md})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: md})
 }
 
 // mgmtPokeTurn enqueues an external event named name for instance, fetches the turn
 // and acks execution 1 with delta and md.
-func mgmtPokeTurn(t *testing.T, p runtime.Provider, instance, name string, delta []runtime.Event, md runtime.ExecutionMetadata) {
+func mgmtPokeTurn(t *testing.T, p provider.Provider, instance, name string, delta []provider.Event, md provider.ExecutionMetadata) {
 	t.Helper()
 	enqueueOrch(t, p, externalRaised(instance, name, "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the "+name+" turn of "+instance)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: md})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: md})
 }
 
 // mgmtStats is GetInstanceStats that requires the instance to exist.
-func mgmtStats(t *testing.T, p runtime.Provider, instance string) runtime.SystemStats {
+func mgmtStats(t *testing.T, p provider.Provider, instance string) provider.SystemStats {
 	t.Helper()
 	s, err := p.GetInstanceStats(t.Context(), instance)
 	if err != nil {
@@ -70,16 +70,16 @@ func mgmtStats(t *testing.T, p runtime.Provider, instance string) runtime.System
 	return *s
 }
 
-func mgmtKVSet(id uint64, key, value string, updatedAtMs int64) runtime.Event {
-	return runtime.Event{Kind: runtime.EventKeyValueSet, EventID: id, Key: key, Value: value, LastUpdatedAtMs: updatedAtMs}
+func mgmtKVSet(id uint64, key, value string, updatedAtMs int64) provider.Event {
+	return provider.Event{Kind: provider.EventKeyValueSet, EventID: id, Key: key, Value: value, LastUpdatedAtMs: updatedAtMs}
 }
 
-func mgmtCompleted(id uint64) runtime.Event {
-	return runtime.Event{Kind: runtime.EventOrchestrationCompleted, EventID: id, Output: "done"}
+func mgmtCompleted(id uint64) provider.Event {
+	return provider.Event{Kind: provider.EventOrchestrationCompleted, EventID: id, Output: "done"}
 }
 
-func mgmtCompletedMeta() runtime.ExecutionMetadata {
-	return runtime.ExecutionMetadata{Status: ptr(runtime.StatusCompleted), Output: ptr("done")}
+func mgmtCompletedMeta() provider.ExecutionMetadata {
+	return provider.ExecutionMetadata{Status: ptr(provider.StatusCompleted), Output: ptr("done")}
 }
 
 func testMgmtListInstances(t *testing.T, e penv) {
@@ -106,10 +106,10 @@ func testMgmtListInstancesByStatus(t *testing.T, e penv) {
 	p := e.open(t)
 	a := e.admin(t, p)
 	md := metadata("TestOrch", "1.0.0")
-	md.Status, md.Output = ptr(runtime.StatusCompleted), ptr("done")
-	mgmtStartTurn(t, p, "mgmt-completed", []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")}, md)
+	md.Status, md.Output = ptr(provider.StatusCompleted), ptr("done")
+	mgmtStartTurn(t, p, "mgmt-completed", []provider.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")}, md)
 
-	ids, err := a.ListInstancesByStatus(t.Context(), runtime.StatusCompleted)
+	ids, err := a.ListInstancesByStatus(t.Context(), provider.StatusCompleted)
 	if err != nil {
 		t.Fatalf("ListInstancesByStatus(Completed): %v", err)
 	}
@@ -121,7 +121,7 @@ func testMgmtListInstancesByStatus(t *testing.T, e penv) {
 func testMgmtListExecutions(t *testing.T, e penv) {
 	p := e.open(t)
 	a := e.admin(t, p)
-	mgmtStartTurn(t, p, "mgmt-multi-exec", []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")}, runtime.ExecutionMetadata{})
+	mgmtStartTurn(t, p, "mgmt-multi-exec", []provider.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")}, provider.ExecutionMetadata{})
 
 	ids, err := a.ListExecutions(t.Context(), "mgmt-multi-exec")
 	if err != nil {
@@ -136,7 +136,7 @@ func testMgmtGetInstanceInfo(t *testing.T, e penv) {
 	p := e.open(t)
 	a := e.admin(t, p)
 	// The start item names TestOrch 1.0.0; the ack's metadata wins.
-	mgmtStartTurn(t, p, "mgmt-info", []runtime.Event{startedEvent(1, "InfoOrch", "2.0.0", "test")}, metadata("InfoOrch", "2.0.0"))
+	mgmtStartTurn(t, p, "mgmt-info", []provider.Event{startedEvent(1, "InfoOrch", "2.0.0", "test")}, metadata("InfoOrch", "2.0.0"))
 
 	info, err := a.GetInstanceInfo(t.Context(), "mgmt-info")
 	if err != nil {
@@ -151,14 +151,14 @@ func testMgmtGetInstanceInfo(t *testing.T, e penv) {
 func testMgmtGetExecutionInfo(t *testing.T, e penv) {
 	p := e.open(t)
 	a := e.admin(t, p)
-	mgmtStartTurn(t, p, "mgmt-exec-info", []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")},
-		runtime.ExecutionMetadata{Status: ptr(runtime.StatusCompleted), Output: ptr("result")})
+	mgmtStartTurn(t, p, "mgmt-exec-info", []provider.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")},
+		provider.ExecutionMetadata{Status: ptr(provider.StatusCompleted), Output: ptr("result")})
 
 	info, err := a.GetExecutionInfo(t.Context(), "mgmt-exec-info", 1)
 	if err != nil {
 		t.Fatalf("GetExecutionInfo: %v", err)
 	}
-	if info.ExecutionID != 1 || info.Status != runtime.StatusCompleted || info.Output == nil || *info.Output != "result" {
+	if info.ExecutionID != 1 || info.Status != provider.StatusCompleted || info.Output == nil || *info.Output != "result" {
 		t.Fatalf("GetExecutionInfo = %+v (output %v); want execution 1, status Completed, output \"result\"", info, mgmtDeref(info.Output))
 	}
 }
@@ -170,7 +170,7 @@ func testMgmtGetSystemMetrics(t *testing.T, e penv) {
 	if err != nil {
 		t.Fatalf("GetSystemMetrics: %v", err)
 	}
-	mgmtStartTurn(t, p, "mgmt-metrics", []runtime.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")}, metadata("TestOrch", "1.0.0"))
+	mgmtStartTurn(t, p, "mgmt-metrics", []provider.Event{startedEvent(1, "TestOrch", "1.0.0", "{}")}, metadata("TestOrch", "1.0.0"))
 	m, err := a.GetSystemMetrics(t.Context())
 	if err != nil {
 		t.Fatalf("GetSystemMetrics: %v", err)
@@ -228,7 +228,7 @@ func testMgmtStatsKV(t *testing.T, e penv) {
 	const inst = "stats-kv"
 	createInstance(t, p, inst)
 	// Completing the execution merges its KV writes into the stored state.
-	mgmtPokeTurn(t, p, inst, "poke", []runtime.Event{
+	mgmtPokeTurn(t, p, inst, "poke", []provider.Event{
 		mgmtKVSet(100, "k1", "aaa", 0),
 		mgmtKVSet(101, "k2", "bbbbb", 0),
 		mgmtCompleted(102),
@@ -242,13 +242,13 @@ func testMgmtStatsKV(t *testing.T, e penv) {
 
 func testMgmtStatsCarryForward(t *testing.T, e penv) {
 	p := e.open(t)
-	started := startedEvent(runtime.InitialEventID, "TestOrch", "1.0.0", "{}")
-	started.CarryForward = []runtime.NameData{
+	started := startedEvent(provider.InitialEventID, "TestOrch", "1.0.0", "{}")
+	started.CarryForward = []provider.NameData{
 		{Name: "raised-1", Data: `{"data":"a"}`},
 		{Name: "raised-2", Data: `{"data":"b"}`},
 		{Name: "raised-3", Data: `{"data":"c"}`},
 	}
-	mgmtStartTurn(t, p, "cf-stats", []runtime.Event{started}, metadata("TestOrch", "1.0.0"))
+	mgmtStartTurn(t, p, "cf-stats", []provider.Event{started}, metadata("TestOrch", "1.0.0"))
 
 	s := mgmtStats(t, p, "cf-stats")
 	if s.QueuePendingCount != 3 {
@@ -265,11 +265,11 @@ func testMgmtStatsKVDeltaOnly(t *testing.T, e penv) {
 	createInstance(t, p, inst)
 	// No status: the instance stays running and its KV writes exist only as the
 	// current execution's delta.
-	mgmtPokeTurn(t, p, inst, "poke", []runtime.Event{
+	mgmtPokeTurn(t, p, inst, "poke", []provider.Event{
 		mgmtKVSet(100, "dk1", "xxx", 0),
 		mgmtKVSet(101, "dk2", "yyyyyy", 0),
 		activityScheduled(102, "Noop", "{}"),
-	}, runtime.ExecutionMetadata{})
+	}, provider.ExecutionMetadata{})
 
 	s := mgmtStats(t, p, inst)
 	if s.KVUserKeyCount != 2 || s.KVTotalValueBytes != 9 || s.QueuePendingCount != 0 {
@@ -283,18 +283,18 @@ func testMgmtStatsKVMerged(t *testing.T, e penv) {
 	createInstance(t, p, inst)
 
 	// Turn 1 writes two keys and stays running.
-	mgmtPokeTurn(t, p, inst, "poke1", []runtime.Event{
+	mgmtPokeTurn(t, p, inst, "poke1", []provider.Event{
 		mgmtKVSet(100, "mk1", "aaa", 0),
 		mgmtKVSet(101, "mk2", "bb", 0),
 		activityScheduled(102, "Noop", "{}"),
-	}, runtime.ExecutionMetadata{})
+	}, provider.ExecutionMetadata{})
 	s := mgmtStats(t, p, inst)
 	if s.KVUserKeyCount != 2 || s.KVTotalValueBytes != 5 {
 		t.Fatalf("GetInstanceStats after turn 1 = %+v; want 2 KV keys and 5 value bytes (3 + 2)", s)
 	}
 
 	// Turn 2 overwrites mk1 and completes, which merges the delta into the store.
-	mgmtPokeTurn(t, p, inst, "poke2", []runtime.Event{
+	mgmtPokeTurn(t, p, inst, "poke2", []provider.Event{
 		mgmtKVSet(200, "mk1", "zzzzz", 1),
 		mgmtCompleted(201),
 	}, mgmtCompletedMeta())

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -21,22 +21,22 @@ func init() {
 }
 
 // meStart is a start of "TestOrch" 1.0.0 naming an explicit execution id.
-func meStart(instance string, execution uint64) runtime.WorkItem {
+func meStart(instance string, execution uint64) provider.WorkItem {
 	item := startItem(instance, "TestOrch", "1.0.0", "{}")
 	item.ExecutionID = execution
 	return item
 }
 
 // meTurn enqueues item, fetches it and acks execution with delta and md.
-func meTurn(t *testing.T, p runtime.Provider, item runtime.WorkItem, execution uint64, md runtime.ExecutionMetadata, delta ...runtime.Event) {
+func meTurn(t *testing.T, p provider.Provider, item provider.WorkItem, execution uint64, md provider.ExecutionMetadata, delta ...provider.Event) {
 	t.Helper()
 	enqueueOrch(t, p, item, 0)
 	got := mustFetchOrch(t, p, longLock, fmt.Sprintf("the %s of %s", item.Kind, item.Instance))
-	ackOrch(t, p, got.LockToken, runtime.OrchestrationAck{ExecutionID: execution, HistoryDelta: delta, Metadata: md})
+	ackOrch(t, p, got.LockToken, provider.OrchestrationAck{ExecutionID: execution, HistoryDelta: delta, Metadata: md})
 }
 
 // meReadExecution is ReadWithExecution that fails the test on error.
-func meReadExecution(t *testing.T, p runtime.Provider, instance string, execution uint64) []runtime.Event {
+func meReadExecution(t *testing.T, p provider.Provider, instance string, execution uint64) []provider.Event {
 	t.Helper()
 	h, err := p.ReadWithExecution(t.Context(), instance, execution)
 	if err != nil {
@@ -46,9 +46,9 @@ func meReadExecution(t *testing.T, p runtime.Provider, instance string, executio
 }
 
 // meRequireOneScheduled requires that h is exactly one ActivityScheduled named name.
-func meRequireOneScheduled(t *testing.T, h []runtime.Event, what, name string) {
+func meRequireOneScheduled(t *testing.T, h []provider.Event, what, name string) {
 	t.Helper()
-	atomRequireKinds(t, h, what, runtime.EventActivityScheduled)
+	atomRequireKinds(t, h, what, provider.EventActivityScheduled)
 	if h[0].Name != name {
 		t.Fatalf("%s: ActivityScheduled is named %q; want %q", what, h[0].Name, name)
 	}
@@ -60,22 +60,22 @@ func testMultiExecutionExecutionIsolation(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "instance-A"
 
-	meTurn(t, p, meStart(inst, 1), 1, runtime.ExecutionMetadata{},
+	meTurn(t, p, meStart(inst, 1), 1, provider.ExecutionMetadata{},
 		atomStarted(inst, 1),
 		atomOn(inst, 1, activityScheduled(2, "Activity1", "input1")),
-		atomOn(inst, 1, runtime.Event{Kind: runtime.EventOrchestrationCompleted, EventID: 3, Output: "result1"}),
+		atomOn(inst, 1, provider.Event{Kind: provider.EventOrchestrationCompleted, EventID: 3, Output: "result1"}),
 	)
-	meTurn(t, p, meStart(inst, 2), 2, runtime.ExecutionMetadata{},
+	meTurn(t, p, meStart(inst, 2), 2, provider.ExecutionMetadata{},
 		atomStarted(inst, 2),
-		atomOn(inst, 2, runtime.Event{Kind: runtime.EventOrchestrationCompleted, EventID: 2, Output: "result2"}),
+		atomOn(inst, 2, provider.Event{Kind: provider.EventOrchestrationCompleted, EventID: 2, Output: "result2"}),
 	)
 
 	atomRequireKinds(t, meReadExecution(t, p, inst, 1), "execution 1",
-		runtime.EventOrchestrationStarted, runtime.EventActivityScheduled, runtime.EventOrchestrationCompleted)
+		provider.EventOrchestrationStarted, provider.EventActivityScheduled, provider.EventOrchestrationCompleted)
 	atomRequireKinds(t, meReadExecution(t, p, inst, 2), "execution 2",
-		runtime.EventOrchestrationStarted, runtime.EventOrchestrationCompleted)
+		provider.EventOrchestrationStarted, provider.EventOrchestrationCompleted)
 	atomRequireKinds(t, readHistory(t, p, inst), "Read (latest execution)",
-		runtime.EventOrchestrationStarted, runtime.EventOrchestrationCompleted)
+		provider.EventOrchestrationStarted, provider.EventOrchestrationCompleted)
 }
 
 // testMultiExecutionLatestExecutionDetection: Read returns execution 2's history,
@@ -84,8 +84,8 @@ func testMultiExecutionLatestExecutionDetection(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "instance-A"
 
-	meTurn(t, p, meStart(inst, 1), 1, runtime.ExecutionMetadata{}, atomOn(inst, 1, activityScheduled(1, "A", "")))
-	meTurn(t, p, meStart(inst, 2), 2, runtime.ExecutionMetadata{}, atomOn(inst, 2, activityScheduled(1, "B", "")))
+	meTurn(t, p, meStart(inst, 1), 1, provider.ExecutionMetadata{}, atomOn(inst, 1, activityScheduled(1, "A", "")))
+	meTurn(t, p, meStart(inst, 2), 2, provider.ExecutionMetadata{}, atomOn(inst, 2, activityScheduled(1, "B", "")))
 
 	meRequireOneScheduled(t, readHistory(t, p, inst), "Read (latest execution)", "B")
 	meRequireOneScheduled(t, meReadExecution(t, p, inst, 1), "execution 1", "A")
@@ -102,9 +102,9 @@ func testMultiExecutionExecutionIDSequencing(t *testing.T, e penv) {
 	if item.ExecutionID != 1 {
 		t.Fatalf("first fetch: execution id %d; want 1", item.ExecutionID)
 	}
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomStarted(inst, 1)},
+		HistoryDelta: []provider.Event{atomStarted(inst, 1)},
 		Metadata:     metadata("TestOrch", "1.0.0"),
 	})
 
@@ -125,24 +125,24 @@ func testMultiExecutionContinueAsNewCreatesNewExecution(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "instance-A"
 
-	meTurn(t, p, meStart(inst, 1), 1, runtime.ExecutionMetadata{}, atomStarted(inst, 1))
+	meTurn(t, p, meStart(inst, 1), 1, provider.ExecutionMetadata{}, atomStarted(inst, 1))
 
-	can := runtime.WorkItem{Kind: runtime.WorkContinueAsNew, Instance: inst, Name: "TestOrch", Input: "new-input", Version: "1.0.0"}
-	meTurn(t, p, can, 2, runtime.ExecutionMetadata{},
+	can := provider.WorkItem{Kind: provider.WorkContinueAsNew, Instance: inst, Name: "TestOrch", Input: "new-input", Version: "1.0.0"}
+	meTurn(t, p, can, 2, provider.ExecutionMetadata{},
 		atomOn(inst, 2, startedEvent(1, "TestOrch", "1.0.0", "new-input")))
 
 	// duroxide checks the execution id only if something is left to fetch; a message
 	// raised after the continue-as-new makes sure something is.
-	enqueueOrch(t, p, runtime.WorkItem{Kind: runtime.WorkExternalRaised, Instance: inst, Name: "go", Data: "after"}, 0)
+	enqueueOrch(t, p, provider.WorkItem{Kind: provider.WorkExternalRaised, Instance: inst, Name: "go", Data: "after"}, 0)
 	item := mustFetchOrch(t, p, longLock, "an event raised after the continue-as-new")
 	if item.ExecutionID != 2 {
 		t.Fatalf("fetch after continue-as-new: execution id %d; want 2", item.ExecutionID)
 	}
-	atomRequireKinds(t, item.History, "the fetched history of execution 2", runtime.EventOrchestrationStarted)
+	atomRequireKinds(t, item.History, "the fetched history of execution 2", provider.EventOrchestrationStarted)
 	if item.History[0].Input != "new-input" {
 		t.Fatalf("execution 2 started with input %q; want the continue-as-new's %q", item.History[0].Input, "new-input")
 	}
-	atomRequireKinds(t, meReadExecution(t, p, inst, 1), "execution 1, kept apart", runtime.EventOrchestrationStarted)
+	atomRequireKinds(t, meReadExecution(t, p, inst, 1), "execution 1, kept apart", provider.EventOrchestrationStarted)
 }
 
 // testMultiExecutionExecutionHistoryPersistence: three executions keep independent
@@ -152,7 +152,7 @@ func testMultiExecutionExecutionHistoryPersistence(t *testing.T, e penv) {
 	const inst = "instance-A"
 
 	for x := uint64(1); x <= 3; x++ {
-		meTurn(t, p, meStart(inst, x), x, runtime.ExecutionMetadata{},
+		meTurn(t, p, meStart(inst, x), x, provider.ExecutionMetadata{},
 			atomOn(inst, x, activityScheduled(1, fmt.Sprintf("Activity-%d", x), fmt.Sprintf("input-%d", x))))
 	}
 	for x := uint64(1); x <= 3; x++ {

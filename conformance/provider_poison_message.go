@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -29,7 +29,7 @@ func init() {
 }
 
 // pmOrchFetch fetches an orchestration item and requires attempt count want.
-func pmOrchFetch(t *testing.T, e penv, p runtime.Provider, want uint32, what string) *runtime.OrchestrationItem {
+func pmOrchFetch(t *testing.T, e penv, p provider.Provider, want uint32, what string) *provider.OrchestrationItem {
 	t.Helper()
 	item := mustFetchOrch(t, p, e.lt(), what)
 	if item.AttemptCount != want {
@@ -39,7 +39,7 @@ func pmOrchFetch(t *testing.T, e penv, p runtime.Provider, want uint32, what str
 }
 
 // pmWorkFetch fetches a worker item and requires attempt count want.
-func pmWorkFetch(t *testing.T, p runtime.Provider, lock time.Duration, want uint32, what string) *runtime.WorkItemLease {
+func pmWorkFetch(t *testing.T, p provider.Provider, lock time.Duration, want uint32, what string) *provider.WorkItemLease {
 	t.Helper()
 	lease := atomMustFetchWork(t, p, lock, what)
 	if lease.AttemptCount != want {
@@ -49,7 +49,7 @@ func pmWorkFetch(t *testing.T, p runtime.Provider, lock time.Duration, want uint
 }
 
 // pmAbandonOrch abandons without delay.
-func pmAbandonOrch(t *testing.T, p runtime.Provider, token string, ignoreAttempt bool) {
+func pmAbandonOrch(t *testing.T, p provider.Provider, token string, ignoreAttempt bool) {
 	t.Helper()
 	if err := p.AbandonOrchestrationItem(t.Context(), token, 0, ignoreAttempt); err != nil {
 		t.Fatalf("AbandonOrchestrationItem(ignoreAttempt=%v): %v", ignoreAttempt, err)
@@ -57,7 +57,7 @@ func pmAbandonOrch(t *testing.T, p runtime.Provider, token string, ignoreAttempt
 }
 
 // pmAbandonWork abandons without delay.
-func pmAbandonWork(t *testing.T, p runtime.Provider, token string, ignoreAttempt bool) {
+func pmAbandonWork(t *testing.T, p provider.Provider, token string, ignoreAttempt bool) {
 	t.Helper()
 	if err := p.AbandonWorkItem(t.Context(), token, 0, ignoreAttempt); err != nil {
 		t.Fatalf("AbandonWorkItem(ignoreAttempt=%v): %v", ignoreAttempt, err)
@@ -65,13 +65,13 @@ func pmAbandonWork(t *testing.T, p runtime.Provider, token string, ignoreAttempt
 }
 
 // pmActivity is the ActivityExecute id of instance these cases enqueue.
-func pmActivity(instance string, id uint64, name string) runtime.WorkItem {
-	return activityExecute(instance, runtime.InitialExecutionID, id, name, "{}")
+func pmActivity(instance string, id uint64, name string) provider.WorkItem {
+	return activityExecute(instance, provider.InitialExecutionID, id, name, "{}")
 }
 
 // pmDone is its completion.
-func pmDone(instance string, id uint64) *runtime.WorkItem {
-	return ptr(activityCompleted(instance, runtime.InitialExecutionID, id, "done"))
+func pmDone(instance string, id uint64) *provider.WorkItem {
+	return ptr(activityCompleted(instance, provider.InitialExecutionID, id, "done"))
 }
 
 // testPoisonOrchestrationAttemptCountStartsAtOne: the first orchestration fetch
@@ -80,7 +80,7 @@ func testPoisonOrchestrationAttemptCountStartsAtOne(t *testing.T, e penv) {
 	p := e.open(t)
 	enqueueOrch(t, p, startItem("poison-test-1", "TestOrch", "1.0.0", "{}"), 0)
 	item := pmOrchFetch(t, e, p, 1, "first fetch")
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: runtime.InitialExecutionID})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: provider.InitialExecutionID})
 }
 
 // testPoisonOrchestrationAttemptCountIncrementsOnRefetch: each fetch after an
@@ -95,7 +95,7 @@ func testPoisonOrchestrationAttemptCountIncrementsOnRefetch(t *testing.T, e penv
 	pmAbandonOrch(t, p, item.LockToken, false)
 	item = pmOrchFetch(t, e, p, 3, "third fetch")
 
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: runtime.InitialExecutionID})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: provider.InitialExecutionID})
 }
 
 // testPoisonWorkerAttemptCountStartsAtOne: the first worker fetch reports attempt 1.
@@ -106,7 +106,7 @@ func testPoisonWorkerAttemptCountStartsAtOne(t *testing.T, e penv) {
 
 	lease := pmWorkFetch(t, p, e.lt(), 1, "first fetch")
 	atomAckWork(t, p, lease.LockToken, pmDone(inst, 1))
-	if lease.Item.Kind != runtime.WorkActivityExecute {
+	if lease.Item.Kind != provider.WorkActivityExecute {
 		t.Fatalf("fetched a %s; want ActivityExecute", lease.Item.Kind)
 	}
 }
@@ -135,8 +135,8 @@ func testPoisonAttemptCountIsPerMessage(t *testing.T, e penv) {
 
 	first := pmWorkFetch(t, p, e.lt(), 1, "first item's first fetch")
 	second := pmWorkFetch(t, p, e.lt(), 1, "second item's first fetch")
-	for _, l := range []*runtime.WorkItemLease{first, second} {
-		if l.Item.Kind != runtime.WorkActivityExecute {
+	for _, l := range []*provider.WorkItemLease{first, second} {
+		if l.Item.Kind != provider.WorkActivityExecute {
 			t.Fatalf("fetched a %s; want ActivityExecute", l.Item.Kind)
 		}
 	}
@@ -176,7 +176,7 @@ func testPoisonAbandonOrchestrationItemIgnoreAttemptDecrements(t *testing.T, e p
 	pmAbandonOrch(t, p, item.LockToken, true) // stored count back to 1
 	item = pmOrchFetch(t, e, p, 2, "third fetch (decremented, then counted again)")
 
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: runtime.InitialExecutionID})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: provider.InitialExecutionID})
 }
 
 // testPoisonIgnoreAttemptNeverGoesNegative: repeated ignoreAttempt abandons floor the
@@ -209,7 +209,7 @@ func testPoisonMaxAttemptCountAcrossMessageBatch(t *testing.T, e penv) {
 	pmAbandonOrch(t, p, item.LockToken, false)
 
 	item = pmOrchFetch(t, e, p, 2, "second fetch")
-	enqueueOrch(t, p, activityCompleted(inst, runtime.InitialExecutionID, 1, "activity result"), 0) // arrives during the lock
+	enqueueOrch(t, p, activityCompleted(inst, provider.InitialExecutionID, 1, "activity result"), 0) // arrives during the lock
 	pmAbandonOrch(t, p, item.LockToken, false)
 
 	item = mustFetchOrch(t, p, e.lt(), "the start and the completion")
@@ -220,5 +220,5 @@ func testPoisonMaxAttemptCountAcrossMessageBatch(t *testing.T, e penv) {
 		t.Fatalf("third fetch: attempt count %d; want 3, the largest of the batch (the start's 3, not the completion's 1)",
 			item.AttemptCount)
 	}
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: runtime.InitialExecutionID})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: provider.InitialExecutionID})
 }

@@ -14,7 +14,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -30,31 +30,31 @@ func init() {
 // orchestration name: execution 1 from a StartOrchestration, the others from
 // ContinueAsNew items; each turn acks its execution's OrchestrationStarted (event 1)
 // with status ContinuedAsNew, except the last, which gets lastStatus.
-func pruneChain(t *testing.T, p runtime.Provider, instance, name string, n uint64, lastStatus string) {
+func pruneChain(t *testing.T, p provider.Provider, instance, name string, n uint64, lastStatus string) {
 	t.Helper()
 	for exec := uint64(1); exec <= n; exec++ {
-		status := runtime.StatusContinuedAsNew
+		status := provider.StatusContinuedAsNew
 		if exec == n {
 			status = lastStatus
 		}
 		msg := startItem(instance, "TestOrch", "1.0.0", "{}")
 		if exec > 1 {
-			msg = runtime.WorkItem{Kind: runtime.WorkContinueAsNew, Instance: instance, Name: name, Input: "{}", Version: "1.0.0"}
+			msg = provider.WorkItem{Kind: provider.WorkContinueAsNew, Instance: instance, Name: name, Input: "{}", Version: "1.0.0"}
 		}
 		enqueueOrch(t, p, msg, 0)
 		item := mustFetchOrch(t, p, longLock, fmt.Sprintf("the %s that begins execution %d of %s", msg.Kind, exec, instance))
 		md := metadata(name, "1.0.0")
 		md.Status = ptr(status)
-		ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+		ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 			ExecutionID:  exec,
-			HistoryDelta: []runtime.Event{startedEvent(1, name, "1.0.0", "{}")},
+			HistoryDelta: []provider.Event{startedEvent(1, name, "1.0.0", "{}")},
 			Metadata:     md,
 		})
 	}
 }
 
 // pruneExecutions is ListExecutions that fails the test on error.
-func pruneExecutions(t *testing.T, a runtime.ProviderAdmin, instance string) []uint64 {
+func pruneExecutions(t *testing.T, a provider.ProviderAdmin, instance string) []uint64 {
 	t.Helper()
 	ids, err := a.ListExecutions(t.Context(), instance)
 	if err != nil {
@@ -63,7 +63,7 @@ func pruneExecutions(t *testing.T, a runtime.ProviderAdmin, instance string) []u
 	return ids
 }
 
-func pruneInfo(t *testing.T, a runtime.ProviderAdmin, instance string) runtime.InstanceInfo {
+func pruneInfo(t *testing.T, a provider.ProviderAdmin, instance string) provider.InstanceInfo {
 	t.Helper()
 	info, err := a.GetInstanceInfo(t.Context(), instance)
 	if err != nil {
@@ -72,7 +72,7 @@ func pruneInfo(t *testing.T, a runtime.ProviderAdmin, instance string) runtime.I
 	return info
 }
 
-func pruneOne(t *testing.T, a runtime.ProviderAdmin, instance string, opts runtime.PruneOptions) runtime.PruneResult {
+func pruneOne(t *testing.T, a provider.ProviderAdmin, instance string, opts provider.PruneOptions) provider.PruneResult {
 	t.Helper()
 	res, err := a.PruneExecutions(t.Context(), instance, opts)
 	if err != nil {
@@ -81,7 +81,7 @@ func pruneOne(t *testing.T, a runtime.ProviderAdmin, instance string, opts runti
 	return res
 }
 
-func pruneBulk(t *testing.T, a runtime.ProviderAdmin, f runtime.InstanceFilter, opts runtime.PruneOptions) runtime.PruneResult {
+func pruneBulk(t *testing.T, a provider.ProviderAdmin, f provider.InstanceFilter, opts provider.PruneOptions) provider.PruneResult {
 	t.Helper()
 	res, err := a.PruneExecutionsBulk(t.Context(), f, opts)
 	if err != nil {
@@ -94,12 +94,12 @@ func testPruneOptionsCombinations(t *testing.T, e penv) {
 	p := e.open(t)
 	a := e.admin(t, p)
 	const inst = "prune-options-test"
-	pruneChain(t, p, inst, "TestOrch", 4, runtime.StatusCompleted)
+	pruneChain(t, p, inst, "TestOrch", 4, provider.StatusCompleted)
 	if ids := pruneExecutions(t, a, inst); len(ids) != 4 {
 		t.Fatalf("ListExecutions = %v; want 4 executions", ids)
 	}
 
-	res := pruneOne(t, a, inst, runtime.PruneOptions{KeepLast: 2})
+	res := pruneOne(t, a, inst, provider.PruneOptions{KeepLast: 2})
 	if res.InstancesProcessed != 1 {
 		t.Fatalf("PruneExecutions(keep last 2) reported %+v; want InstancesProcessed == 1", res)
 	}
@@ -113,9 +113,9 @@ func testPruneOptionsCombinations(t *testing.T, e penv) {
 
 	// Empty options prune every execution but the current one.
 	const inst2 = "prune-options-empty"
-	pruneChain(t, p, inst2, "TestOrch", 3, runtime.StatusCompleted)
+	pruneChain(t, p, inst2, "TestOrch", 3, provider.StatusCompleted)
 	current := pruneInfo(t, a, inst2).CurrentExecutionID
-	pruneOne(t, a, inst2, runtime.PruneOptions{})
+	pruneOne(t, a, inst2, provider.PruneOptions{})
 	if ids := pruneExecutions(t, a, inst2); len(ids) != 1 || ids[0] != current {
 		t.Fatalf("after PruneExecutions(empty options) ListExecutions = %v; want only the current execution [%d]", ids, current)
 	}
@@ -126,13 +126,13 @@ func testPruneSafety(t *testing.T, e penv) {
 	a := e.admin(t, p)
 
 	const inst = "prune-safety-current"
-	pruneChain(t, p, inst, "TestOrch", 3, runtime.StatusCompleted)
-	pruneOne(t, a, inst, runtime.PruneOptions{KeepLast: 0})
+	pruneChain(t, p, inst, "TestOrch", 3, provider.StatusCompleted)
+	pruneOne(t, a, inst, provider.PruneOptions{KeepLast: 0})
 	if cur := pruneInfo(t, a, inst).CurrentExecutionID; cur != 3 {
 		t.Fatalf("after PruneExecutions(keep last 0) the current execution is %d; want 3 (never pruned)", cur)
 	}
 
-	_, err := a.PruneExecutions(t.Context(), "does-not-exist-prune", runtime.PruneOptions{KeepLast: 1})
+	_, err := a.PruneExecutions(t.Context(), "does-not-exist-prune", provider.PruneOptions{KeepLast: 1})
 	mustFail(t, err, "PruneExecutions of an unknown instance")
 
 	// For a completed instance, keep_last None, Some(0) and Some(1) all keep exactly
@@ -142,12 +142,12 @@ func testPruneSafety(t *testing.T, e penv) {
 		keepLast int
 	}{{"none", 0}, {"some0", 0}, {"some1", 1}} {
 		id := "prune-terminal-" + c.label
-		pruneChain(t, p, id, "TestOrch", 4, runtime.StatusCompleted)
+		pruneChain(t, p, id, "TestOrch", 4, provider.StatusCompleted)
 		info := pruneInfo(t, a, id)
-		if info.Status != runtime.StatusCompleted {
+		if info.Status != provider.StatusCompleted {
 			t.Fatalf("%s: status %q; want Completed", id, info.Status)
 		}
-		res := pruneOne(t, a, id, runtime.PruneOptions{KeepLast: c.keepLast})
+		res := pruneOne(t, a, id, provider.PruneOptions{KeepLast: c.keepLast})
 		ids := pruneExecutions(t, a, id)
 		if len(ids) != 1 || ids[0] != info.CurrentExecutionID {
 			t.Fatalf("%s: after PruneExecutions(keep last %d) ListExecutions = %v; want only the current execution [%d]",
@@ -163,10 +163,10 @@ func testPruneBulk(t *testing.T, e penv) {
 	p := e.open(t)
 	a := e.admin(t, p)
 	for i := range 3 {
-		pruneChain(t, p, fmt.Sprintf("prune-bulk-%d", i), "TestOrch", 4, runtime.StatusCompleted)
+		pruneChain(t, p, fmt.Sprintf("prune-bulk-%d", i), "TestOrch", 4, provider.StatusCompleted)
 	}
 
-	res := pruneBulk(t, a, runtime.InstanceFilter{InstanceIDs: []string{"prune-bulk-0", "prune-bulk-1"}}, runtime.PruneOptions{KeepLast: 1})
+	res := pruneBulk(t, a, provider.InstanceFilter{InstanceIDs: []string{"prune-bulk-0", "prune-bulk-1"}}, provider.PruneOptions{KeepLast: 1})
 	if res.InstancesProcessed != 2 {
 		t.Fatalf("PruneExecutionsBulk(2 ids, keep last 1) reported %+v; want InstancesProcessed == 2", res)
 	}
@@ -187,23 +187,23 @@ func testPruneBulkIncludesRunning(t *testing.T, e penv) {
 	p := e.open(t)
 	a := e.admin(t, p)
 	const inst = "prune-running-inst"
-	pruneChain(t, p, inst, "LongRunning", 3, runtime.StatusRunning)
+	pruneChain(t, p, inst, "LongRunning", 3, provider.StatusRunning)
 	if ids := pruneExecutions(t, a, inst); len(ids) != 3 {
 		t.Fatalf("ListExecutions = %v; want 3 executions", ids)
 	}
 	info := pruneInfo(t, a, inst)
-	if info.Status != runtime.StatusRunning || info.CurrentExecutionID != 3 {
+	if info.Status != provider.StatusRunning || info.CurrentExecutionID != 3 {
 		t.Fatalf("GetInstanceInfo = status %q, current execution %d; want Running, 3", info.Status, info.CurrentExecutionID)
 	}
 
-	res := pruneBulk(t, a, runtime.InstanceFilter{InstanceIDs: []string{inst}}, runtime.PruneOptions{KeepLast: 1})
+	res := pruneBulk(t, a, provider.InstanceFilter{InstanceIDs: []string{inst}}, provider.PruneOptions{KeepLast: 1})
 	if res.InstancesProcessed != 1 || res.ExecutionsDeleted != 2 {
 		t.Fatalf("PruneExecutionsBulk(running instance, keep last 1) reported %+v; want InstancesProcessed == 1 and ExecutionsDeleted == 2 (bulk prune must include running instances)", res)
 	}
 	if ids := pruneExecutions(t, a, inst); len(ids) != 1 || ids[0] != 3 {
 		t.Fatalf("after the bulk prune ListExecutions = %v; want only the current execution [3]", ids)
 	}
-	if st := pruneInfo(t, a, inst).Status; st != runtime.StatusRunning {
+	if st := pruneInfo(t, a, inst).Status; st != provider.StatusRunning {
 		t.Fatalf("after the bulk prune the status is %q; want Running", st)
 	}
 }

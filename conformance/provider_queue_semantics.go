@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -26,20 +26,20 @@ func init() {
 
 // qsStarted runs the first turn of inst: enqueue its start, fetch, ack the
 // OrchestrationStarted with default metadata.
-func qsStarted(t *testing.T, p runtime.Provider, inst string) {
+func qsStarted(t *testing.T, p provider.Provider, inst string) {
 	t.Helper()
 	enqueueOrch(t, p, startItem(inst, "TestOrch", "1.0.0", "{}"), 0)
 	item := mustFetchOrch(t, p, longLock, "the start of "+inst)
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{atomStarted(inst, 1)},
+		HistoryDelta: []provider.Event{atomStarted(inst, 1)},
 	})
 }
 
 // qsRequireActivity requires that lease holds ActivityExecute id.
-func qsRequireActivity(t *testing.T, lease *runtime.WorkItemLease, id uint64, what string) {
+func qsRequireActivity(t *testing.T, lease *provider.WorkItemLease, id uint64, what string) {
 	t.Helper()
-	if lease.Item.Kind != runtime.WorkActivityExecute || lease.Item.ID != id {
+	if lease.Item.Kind != provider.WorkActivityExecute || lease.Item.ID != id {
 		t.Fatalf("%s: fetched %s id %d (%q); want ActivityExecute id %d", what, lease.Item.Kind, lease.Item.ID, lease.Item.Name, id)
 	}
 }
@@ -67,7 +67,7 @@ func testQueueSemanticsWorkerPeekLockSemantics(t *testing.T, e penv) {
 	enqueueWork(t, p, activityExecute("instance-A", 1, 1, "Activity1", "input1"))
 
 	lease := atomMustFetchWork(t, p, longLock, "the activity")
-	if lease.Item.Kind != runtime.WorkActivityExecute {
+	if lease.Item.Kind != provider.WorkActivityExecute {
 		t.Fatalf("fetched a %s; want ActivityExecute", lease.Item.Kind)
 	}
 	atomNoWork(t, p, longLock, "the item is locked")
@@ -92,7 +92,7 @@ func testQueueSemanticsWorkerAckAtomicity(t *testing.T, e penv) {
 	if item.Instance != inst {
 		t.Fatalf("fetched instance %q; want %q", item.Instance, inst)
 	}
-	if len(item.Messages) != 1 || item.Messages[0].Kind != runtime.WorkActivityCompleted {
+	if len(item.Messages) != 1 || item.Messages[0].Kind != provider.WorkActivityCompleted {
 		t.Fatalf("fetched messages %v; want exactly one ActivityCompleted", atomMessageKinds(item.Messages))
 	}
 }
@@ -106,7 +106,7 @@ func testQueueSemanticsTimerDelayedVisibility(t *testing.T, e penv) {
 	qsStarted(t, p, inst)
 
 	const delay = 5 * time.Second
-	enqueueOrch(t, p, runtime.WorkItem{Kind: runtime.WorkTimerFired, Instance: inst, ExecutionID: 1, ID: 1, FireAtMs: 0}, delay)
+	enqueueOrch(t, p, provider.WorkItem{Kind: provider.WorkTimerFired, Instance: inst, ExecutionID: 1, ID: 1, FireAtMs: 0}, delay)
 	atomNoOrch(t, p, longLock, "the timer is not due yet")
 
 	time.Sleep(delay + 100*time.Millisecond)
@@ -115,7 +115,7 @@ func testQueueSemanticsTimerDelayedVisibility(t *testing.T, e penv) {
 	if item.Instance != inst {
 		t.Fatalf("fetched instance %q; want %q", item.Instance, inst)
 	}
-	if len(item.Messages) != 1 || item.Messages[0].Kind != runtime.WorkTimerFired {
+	if len(item.Messages) != 1 || item.Messages[0].Kind != provider.WorkTimerFired {
 		t.Fatalf("fetched messages %v; want exactly one TimerFired", atomMessageKinds(item.Messages))
 	}
 }
@@ -133,7 +133,7 @@ func testQueueSemanticsLostLockTokenHandling(t *testing.T, e penv) {
 	time.Sleep(e.lapse())
 
 	lease := atomMustFetchWork(t, p, e.lt(), "the activity again after the lock lapsed")
-	if lease.Item.Kind != runtime.WorkActivityExecute {
+	if lease.Item.Kind != provider.WorkActivityExecute {
 		t.Fatalf("refetched a %s; want ActivityExecute", lease.Item.Kind)
 	}
 }
@@ -145,7 +145,7 @@ func testQueueSemanticsWorkerItemImmediateVisibility(t *testing.T, e penv) {
 	enqueueWork(t, p, activityExecute(inst, 1, 1, "TestActivity", "test"))
 
 	lease := atomMustFetchWork(t, p, e.lt(), "the newly enqueued item")
-	if lease.Item.Kind != runtime.WorkActivityExecute || lease.Item.Name != "TestActivity" {
+	if lease.Item.Kind != provider.WorkActivityExecute || lease.Item.Name != "TestActivity" {
 		t.Fatalf("fetched %s %q; want ActivityExecute %q", lease.Item.Kind, lease.Item.Name, "TestActivity")
 	}
 	atomAckWork(t, p, lease.LockToken, ptr(activityCompleted(inst, 1, 1, "done")))
@@ -193,8 +193,8 @@ const orphanWatch = 2500 * time.Millisecond
 func testQueueSemanticsOrphanQueueMessagesDropped(t *testing.T, e penv) {
 	t.Parallel()
 	p := e.open(t)
-	queueMsg := func(inst, data string) runtime.WorkItem {
-		return runtime.WorkItem{Kind: runtime.WorkQueueMessage, Instance: inst, Name: "ConfigUpdate", Data: data}
+	queueMsg := func(inst, data string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.WorkQueueMessage, Instance: inst, Name: "ConfigUpdate", Data: data}
 	}
 
 	// Part 1: no instance "orphan-test": the fetch drops its queue messages.
@@ -213,13 +213,13 @@ func testQueueSemanticsOrphanQueueMessagesDropped(t *testing.T, e penv) {
 			continue
 		}
 		for _, m := range item.Messages {
-			if m.Kind == runtime.WorkQueueMessage {
+			if m.Kind == provider.WorkQueueMessage {
 				t.Fatalf("the new instance %s received %+v, a queue message sent before it existed; want it dropped", item.Instance, m)
 			}
 		}
-		ack := runtime.OrchestrationAck{ExecutionID: item.ExecutionID}
+		ack := provider.OrchestrationAck{ExecutionID: item.ExecutionID}
 		if first {
-			ack.HistoryDelta = []runtime.Event{atomStarted("orphan-test", 1)}
+			ack.HistoryDelta = []provider.Event{atomStarted("orphan-test", 1)}
 		}
 		ackOrch(t, p, item.LockToken, ack)
 	}
@@ -235,12 +235,12 @@ func testQueueSemanticsOrphanQueueMessagesDropped(t *testing.T, e penv) {
 	}
 	found := false
 	for _, m := range item.Messages {
-		if m.Kind == runtime.WorkQueueMessage && m.Name == "ConfigUpdate" && m.Data == "v3" {
+		if m.Kind == provider.WorkQueueMessage && m.Name == "ConfigUpdate" && m.Data == "v3" {
 			found = true
 		}
 	}
 	if !found {
 		t.Fatalf("fetched messages %+v; want the QueueMessage ConfigUpdate=v3 among them", item.Messages)
 	}
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: item.ExecutionID})
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: item.ExecutionID})
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -56,28 +56,28 @@ func init() {
 const sessWorkLock = 5 * time.Second
 
 // sessActivity is ActivityExecute id of instance (execution 1) bound to session.
-func sessActivity(instance string, id uint64, session string) runtime.WorkItem {
+func sessActivity(instance string, id uint64, session string) provider.WorkItem {
 	it := activityExecute(instance, 1, id, "SessionActivity", "{}")
 	it.SessionID = session
 	return it
 }
 
 // sessPlain is ActivityExecute id of instance (execution 1) without a session.
-func sessPlain(instance string, id uint64) runtime.WorkItem {
+func sessPlain(instance string, id uint64) provider.WorkItem {
 	return activityExecute(instance, 1, id, "PlainActivity", "{}")
 }
 
 // sessCfg is owner's session config with the standard 30s session lock.
-func sessCfg(owner string) *runtime.SessionFetchConfig {
+func sessCfg(owner string) *provider.SessionFetchConfig {
 	return sessCfgLock(owner, 30*time.Second)
 }
 
 // sessCfgLock is owner's session config with session lock lock.
-func sessCfgLock(owner string, lock time.Duration) *runtime.SessionFetchConfig {
-	return &runtime.SessionFetchConfig{OwnerID: owner, LockTimeout: lock}
+func sessCfgLock(owner string, lock time.Duration) *provider.SessionFetchConfig {
+	return &provider.SessionFetchConfig{OwnerID: owner, LockTimeout: lock}
 }
 
-func sessOwner(cfg *runtime.SessionFetchConfig) string {
+func sessOwner(cfg *provider.SessionFetchConfig) string {
 	if cfg == nil {
 		return "no session"
 	}
@@ -86,20 +86,20 @@ func sessOwner(cfg *runtime.SessionFetchConfig) string {
 
 // sessFetch fetches a worker item with work lock lock, session config cfg (nil = no
 // session) and the default tag filter; nil when none.
-func sessFetch(t *testing.T, p runtime.Provider, lock time.Duration, cfg *runtime.SessionFetchConfig) *runtime.WorkItemLease {
+func sessFetch(t *testing.T, p provider.Provider, lock time.Duration, cfg *provider.SessionFetchConfig) *provider.WorkItemLease {
 	t.Helper()
-	lease, err := p.FetchWorkItem(t.Context(), runtime.WorkFetchOptions{LockTimeout: lock, Session: cfg})
+	lease, err := p.FetchWorkItem(t.Context(), provider.WorkFetchOptions{LockTimeout: lock, Session: cfg})
 	if err != nil {
 		t.Fatalf("FetchWorkItem(%s): %v", sessOwner(cfg), err)
 	}
-	if lease != nil && lease.Item.Kind != runtime.WorkActivityExecute {
+	if lease != nil && lease.Item.Kind != provider.WorkActivityExecute {
 		t.Fatalf("FetchWorkItem(%s) returned a %s item; want ActivityExecute", sessOwner(cfg), lease.Item.Kind)
 	}
 	return lease
 }
 
 // sessMustFetch is sessFetch that requires an item.
-func sessMustFetch(t *testing.T, p runtime.Provider, lock time.Duration, cfg *runtime.SessionFetchConfig, what string) *runtime.WorkItemLease {
+func sessMustFetch(t *testing.T, p provider.Provider, lock time.Duration, cfg *provider.SessionFetchConfig, what string) *provider.WorkItemLease {
 	t.Helper()
 	lease := sessFetch(t, p, lock, cfg)
 	if lease == nil {
@@ -109,7 +109,7 @@ func sessMustFetch(t *testing.T, p runtime.Provider, lock time.Duration, cfg *ru
 }
 
 // sessNothing requires that a fetch returns nothing.
-func sessNothing(t *testing.T, p runtime.Provider, cfg *runtime.SessionFetchConfig, why string) {
+func sessNothing(t *testing.T, p provider.Provider, cfg *provider.SessionFetchConfig, why string) {
 	t.Helper()
 	if lease := sessFetch(t, p, sessWorkLock, cfg); lease != nil {
 		t.Fatalf("FetchWorkItem(%s) returned activity %d (session %q); want nothing: %s",
@@ -117,7 +117,7 @@ func sessNothing(t *testing.T, p runtime.Provider, cfg *runtime.SessionFetchConf
 	}
 }
 
-func sessAck(t *testing.T, p runtime.Provider, token string, completion *runtime.WorkItem) {
+func sessAck(t *testing.T, p provider.Provider, token string, completion *provider.WorkItem) {
 	t.Helper()
 	if err := p.AckWorkItem(t.Context(), token, completion); err != nil {
 		t.Fatalf("AckWorkItem: %v", err)
@@ -125,12 +125,12 @@ func sessAck(t *testing.T, p runtime.Provider, token string, completion *runtime
 }
 
 // sessClaim fetches (claiming the session of the only visible item) and acks it.
-func sessClaim(t *testing.T, p runtime.Provider, cfg *runtime.SessionFetchConfig, what string) {
+func sessClaim(t *testing.T, p provider.Provider, cfg *provider.SessionFetchConfig, what string) {
 	t.Helper()
 	sessAck(t, p, sessMustFetch(t, p, sessWorkLock, cfg, what).LockToken, nil)
 }
 
-func sessRenew(t *testing.T, p runtime.Provider, owners []string, extend, idle time.Duration) int {
+func sessRenew(t *testing.T, p provider.Provider, owners []string, extend, idle time.Duration) int {
 	t.Helper()
 	n, err := p.RenewSessionLock(t.Context(), owners, extend, idle)
 	if err != nil {
@@ -139,7 +139,7 @@ func sessRenew(t *testing.T, p runtime.Provider, owners []string, extend, idle t
 	return n
 }
 
-func sessCleanup(t *testing.T, p runtime.Provider, idle time.Duration) int {
+func sessCleanup(t *testing.T, p provider.Provider, idle time.Duration) int {
 	t.Helper()
 	n, err := p.CleanupOrphanedSessions(t.Context(), idle)
 	if err != nil {
@@ -149,7 +149,7 @@ func sessCleanup(t *testing.T, p runtime.Provider, idle time.Duration) int {
 }
 
 // sessExpect checks a fetched item's activity id and session.
-func sessExpect(t *testing.T, l *runtime.WorkItemLease, id uint64, session string) {
+func sessExpect(t *testing.T, l *provider.WorkItemLease, id uint64, session string) {
 	t.Helper()
 	if l.Item.ID != id || l.Item.SessionID != session {
 		t.Fatalf("fetched activity %d of session %q; want activity %d of session %q", l.Item.ID, l.Item.SessionID, id, session)
@@ -157,7 +157,7 @@ func sessExpect(t *testing.T, l *runtime.WorkItemLease, id uint64, session strin
 }
 
 // sessExpectSession checks a fetched item's session.
-func sessExpectSession(t *testing.T, l *runtime.WorkItemLease, session string) {
+func sessExpectSession(t *testing.T, l *provider.WorkItemLease, session string) {
 	t.Helper()
 	if l.Item.SessionID != session {
 		t.Fatalf("fetched activity %d of session %q; want session %q", l.Item.ID, l.Item.SessionID, session)

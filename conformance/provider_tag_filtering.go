@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -31,31 +31,31 @@ func init() {
 
 // tagfActivity is ActivityExecute id of instance (execution 1), named "Activity<id>",
 // tagged tag ("" = untagged).
-func tagfActivity(instance string, id uint64, tag string) runtime.WorkItem {
+func tagfActivity(instance string, id uint64, tag string) provider.WorkItem {
 	it := activityExecute(instance, 1, id, fmt.Sprintf("Activity%d", id), "{}")
 	it.Tag = tag
 	return it
 }
 
-func tagfOnly(tags ...string) runtime.TagFilter {
-	return runtime.TagFilter{Mode: runtime.TagOnly, Tags: tags}
+func tagfOnly(tags ...string) provider.TagFilter {
+	return provider.TagFilter{Mode: provider.TagOnly, Tags: tags}
 }
 
 // tagfFetch fetches a worker item (no session) with filter; nil when none.
-func tagfFetch(t *testing.T, p runtime.Provider, lock time.Duration, filter runtime.TagFilter) *runtime.WorkItemLease {
+func tagfFetch(t *testing.T, p provider.Provider, lock time.Duration, filter provider.TagFilter) *provider.WorkItemLease {
 	t.Helper()
-	lease, err := p.FetchWorkItem(t.Context(), runtime.WorkFetchOptions{LockTimeout: lock, Tags: filter})
+	lease, err := p.FetchWorkItem(t.Context(), provider.WorkFetchOptions{LockTimeout: lock, Tags: filter})
 	if err != nil {
 		t.Fatalf("FetchWorkItem(tags %s): %v", tagfDescribe(filter), err)
 	}
-	if lease != nil && lease.Item.Kind != runtime.WorkActivityExecute {
+	if lease != nil && lease.Item.Kind != provider.WorkActivityExecute {
 		t.Fatalf("FetchWorkItem returned a %s item; want ActivityExecute", lease.Item.Kind)
 	}
 	return lease
 }
 
 // tagfMustFetch is tagfFetch that requires an item.
-func tagfMustFetch(t *testing.T, p runtime.Provider, lock time.Duration, filter runtime.TagFilter, what string) *runtime.WorkItemLease {
+func tagfMustFetch(t *testing.T, p provider.Provider, lock time.Duration, filter provider.TagFilter, what string) *provider.WorkItemLease {
 	t.Helper()
 	lease := tagfFetch(t, p, lock, filter)
 	if lease == nil {
@@ -65,7 +65,7 @@ func tagfMustFetch(t *testing.T, p runtime.Provider, lock time.Duration, filter 
 }
 
 // tagfNothing requires that a fetch with filter returns nothing.
-func tagfNothing(t *testing.T, p runtime.Provider, lock time.Duration, filter runtime.TagFilter, why string) {
+func tagfNothing(t *testing.T, p provider.Provider, lock time.Duration, filter provider.TagFilter, why string) {
 	t.Helper()
 	if lease := tagfFetch(t, p, lock, filter); lease != nil {
 		t.Fatalf("FetchWorkItem(tags %s) returned activity %d (tag %q); want nothing: %s",
@@ -74,24 +74,24 @@ func tagfNothing(t *testing.T, p runtime.Provider, lock time.Duration, filter ru
 }
 
 // tagfExpect checks a fetched item's id and tag.
-func tagfExpect(t *testing.T, l *runtime.WorkItemLease, id uint64, tag string) {
+func tagfExpect(t *testing.T, l *provider.WorkItemLease, id uint64, tag string) {
 	t.Helper()
 	if l.Item.ID != id || l.Item.Tag != tag {
 		t.Fatalf("fetched activity %d with tag %q; want activity %d with tag %q", l.Item.ID, l.Item.Tag, id, tag)
 	}
 }
 
-func tagfDescribe(f runtime.TagFilter) string {
+func tagfDescribe(f provider.TagFilter) string {
 	switch f.Mode {
-	case runtime.TagDefaultOnly:
+	case provider.TagDefaultOnly:
 		return "DefaultOnly"
-	case runtime.TagOnly:
+	case provider.TagOnly:
 		return fmt.Sprintf("Tags%v", f.Tags)
-	case runtime.TagDefaultAnd:
+	case provider.TagDefaultAnd:
 		return fmt.Sprintf("DefaultAnd%v", f.Tags)
-	case runtime.TagAny:
+	case provider.TagAny:
 		return "Any"
-	case runtime.TagNone:
+	case provider.TagNone:
 		return "None"
 	}
 	return fmt.Sprintf("mode %d %v", f.Mode, f.Tags)
@@ -107,7 +107,7 @@ func tagfDefaultOnlyFetchesUntagged(t *testing.T, e penv) {
 	enqueueWork(t, p, tagfActivity("inst-1", 2, "gpu"))
 	enqueueWork(t, p, tagfActivity("inst-1", 3, ""))
 
-	def := runtime.TagFilter{Mode: runtime.TagDefaultOnly}
+	def := provider.TagFilter{Mode: provider.TagDefaultOnly}
 	tagfExpect(t, tagfMustFetch(t, p, tagfLock, def, "the first untagged activity (1)"), 1, "")
 	tagfExpect(t, tagfMustFetch(t, p, tagfLock, def, "the second untagged activity (3)"), 3, "")
 	tagfNothing(t, p, tagfLock, def, "no untagged activity is left")
@@ -132,7 +132,7 @@ func tagfDefaultAndFetchesUntaggedAndMatching(t *testing.T, e penv) {
 	enqueueWork(t, p, tagfActivity("inst-1", 2, "gpu"))
 	enqueueWork(t, p, tagfActivity("inst-1", 3, "cpu"))
 
-	filter := runtime.TagFilter{Mode: runtime.TagDefaultAnd, Tags: []string{"gpu"}}
+	filter := provider.TagFilter{Mode: provider.TagDefaultAnd, Tags: []string{"gpu"}}
 	l := tagfMustFetch(t, p, tagfLock, filter, "untagged activity 1")
 	if l.Item.ID != 1 {
 		t.Fatalf("fetched activity %d; want untagged activity 1", l.Item.ID)
@@ -146,7 +146,7 @@ func tagfNoneFilterReturnsNothing(t *testing.T, e penv) {
 	enqueueWork(t, p, tagfActivity("inst-1", 1, ""))
 	enqueueWork(t, p, tagfActivity("inst-1", 2, "gpu"))
 
-	tagfNothing(t, p, tagfLock, runtime.TagFilter{Mode: runtime.TagNone}, "the None filter never returns items")
+	tagfNothing(t, p, tagfLock, provider.TagFilter{Mode: provider.TagNone}, "the None filter never returns items")
 }
 
 func tagfMultiTagFilter(t *testing.T, e penv) {
@@ -185,7 +185,7 @@ func tagfAnyFilterFetchesEverything(t *testing.T, e penv) {
 	enqueueWork(t, p, tagfActivity("inst-2", 2, "gpu"))
 	enqueueWork(t, p, tagfActivity("inst-3", 3, "cpu"))
 
-	anyf := runtime.TagFilter{Mode: runtime.TagAny}
+	anyf := provider.TagFilter{Mode: provider.TagAny}
 	tagfMustFetch(t, p, tagfLock, anyf, "the untagged activity")
 	tagfMustFetch(t, p, tagfLock, anyf, "the gpu activity")
 	tagfMustFetch(t, p, tagfLock, anyf, "the cpu activity")
@@ -214,7 +214,7 @@ func tagfTagSurvivesAbandonAndRefetch(t *testing.T, e penv) {
 	}
 
 	// DefaultOnly sees only the untagged activity, never the gpu one.
-	tagfExpect(t, tagfMustFetch(t, p, tagfLock, runtime.TagFilter{Mode: runtime.TagDefaultOnly}, "untagged activity 2"), 2, "")
+	tagfExpect(t, tagfMustFetch(t, p, tagfLock, provider.TagFilter{Mode: provider.TagDefaultOnly}, "untagged activity 2"), 2, "")
 }
 
 func tagfMultiRuntimeTagIsolation(t *testing.T, e penv) {
@@ -226,7 +226,7 @@ func tagfMultiRuntimeTagIsolation(t *testing.T, e penv) {
 	enqueueWork(t, p, tagfActivity("inst-5", 5, "gpu"))
 
 	// Mutually exclusive: DefaultOnly sees only the untagged activity.
-	def := runtime.TagFilter{Mode: runtime.TagDefaultOnly}
+	def := provider.TagFilter{Mode: provider.TagDefaultOnly}
 	tagfExpect(t, tagfMustFetch(t, p, longLock, def, "untagged activity 1"), 1, "")
 	tagfNothing(t, p, longLock, def, "no untagged activity is left")
 
@@ -246,7 +246,7 @@ func tagfMultiRuntimeTagIsolation(t *testing.T, e penv) {
 	tagfNothing(t, p, longLock, cpuFPGA, "cpu 3 is locked and fpga 4 taken")
 
 	// Full overlap: Any picks up the remaining gpu 5; 1-4 are locked.
-	anyf := runtime.TagFilter{Mode: runtime.TagAny}
+	anyf := provider.TagFilter{Mode: provider.TagAny}
 	tagfExpect(t, tagfMustFetch(t, p, longLock, anyf, "gpu activity 5"), 5, "gpu")
 	tagfNothing(t, p, longLock, anyf, "every activity is locked")
 }
@@ -263,13 +263,13 @@ func tagfTagPreservedThroughAckOrchestrationItem(t *testing.T, e penv) {
 	started := startedEvent(1, "TestOrch", "1.0.0", "{}")
 	started.InstanceID = inst
 	started.ExecutionID = 1
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{
 		ExecutionID:  1,
-		HistoryDelta: []runtime.Event{started},
-		WorkerItems:  []runtime.WorkItem{gpuWork, cpuWork},
+		HistoryDelta: []provider.Event{started},
+		WorkerItems:  []provider.WorkItem{gpuWork, cpuWork},
 	})
 
-	def := runtime.TagFilter{Mode: runtime.TagDefaultOnly}
+	def := provider.TagFilter{Mode: provider.TagDefaultOnly}
 	l := tagfMustFetch(t, p, longLock, def, "the untagged CpuWork")
 	if l.Item.Name != "CpuWork" || l.Item.Tag != "" {
 		t.Fatalf("DefaultOnly fetched %q with tag %q; want CpuWork without a tag", l.Item.Name, l.Item.Tag)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // The WorkerResults group is duroq's own (duroxide has no such module): a provider
@@ -27,7 +27,7 @@ const duroqOwn = "(duroq's own)"
 
 // wrLeased starts inst, enqueues its activity id named name and fetches it under a
 // lock of lock.
-func wrLeased(t *testing.T, p runtime.Provider, inst string, id uint64, name string, lock time.Duration) *runtime.WorkItemLease {
+func wrLeased(t *testing.T, p provider.Provider, inst string, id uint64, name string, lock time.Duration) *provider.WorkItemLease {
 	t.Helper()
 	qsStarted(t, p, inst)
 	enqueueWork(t, p, activityExecute(inst, 1, id, name, "in"))
@@ -35,7 +35,7 @@ func wrLeased(t *testing.T, p runtime.Provider, inst string, id uint64, name str
 }
 
 // wrMessages fetches inst's orchestration item and returns its messages.
-func wrMessages(t *testing.T, p runtime.Provider, inst, what string) []runtime.WorkItem {
+func wrMessages(t *testing.T, p provider.Provider, inst, what string) []provider.WorkItem {
 	t.Helper()
 	item := mustFetchOrch(t, p, longLock, what)
 	if item.Instance != inst {
@@ -56,7 +56,7 @@ func testWorkerResultsCompletionIntact(t *testing.T, e penv) {
 	if len(ms) != 1 {
 		t.Fatalf("fetched messages %v; want exactly the one completion", atomMessageKinds(ms))
 	}
-	if m := ms[0]; m.Kind != runtime.WorkActivityCompleted || m.ExecutionID != 1 || m.ID != 7 || m.Result != "receipt-42" {
+	if m := ms[0]; m.Kind != provider.WorkActivityCompleted || m.ExecutionID != 1 || m.ID != 7 || m.Result != "receipt-42" {
 		t.Fatalf("fetched %+v; want ActivityCompleted of execution 1, id 7, result %q", m, "receipt-42")
 	}
 }
@@ -67,14 +67,14 @@ func testWorkerResultsFailureIntact(t *testing.T, e penv) {
 	p := e.open(t)
 	const inst = "results-failure"
 	lease := wrLeased(t, p, inst, 3, "Ship", longLock)
-	details := &runtime.ErrorDetails{Kind: runtime.ErrorApplication, AppKind: "AppActivityFailed", Message: "carrier down"}
-	atomAckWork(t, p, lease.LockToken, &runtime.WorkItem{Kind: runtime.WorkActivityFailed, Instance: inst, ExecutionID: 1, ID: 3, Details: details})
+	details := &provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: "AppActivityFailed", Message: "carrier down"}
+	atomAckWork(t, p, lease.LockToken, &provider.WorkItem{Kind: provider.WorkActivityFailed, Instance: inst, ExecutionID: 1, ID: 3, Details: details})
 
 	ms := wrMessages(t, p, inst, "the failure of the acked activity")
-	if len(ms) != 1 || ms[0].Kind != runtime.WorkActivityFailed || ms[0].ID != 3 {
+	if len(ms) != 1 || ms[0].Kind != provider.WorkActivityFailed || ms[0].ID != 3 {
 		t.Fatalf("fetched messages %+v; want exactly ActivityFailed of id 3", ms)
 	}
-	if d := ms[0].Details; d == nil || d.Message != "carrier down" || d.Kind != runtime.ErrorApplication {
+	if d := ms[0].Details; d == nil || d.Message != "carrier down" || d.Kind != provider.ErrorApplication {
 		t.Fatalf("the failure arrived with details %+v; want %+v", d, details)
 	}
 }
@@ -89,7 +89,7 @@ func testWorkerResultsManyAcks(t *testing.T, e penv) {
 	for id := uint64(1); id <= n; id++ {
 		enqueueWork(t, p, activityExecute(inst, 1, id, "Step", "in"))
 	}
-	var leases []*runtime.WorkItemLease
+	var leases []*provider.WorkItemLease
 	for range n {
 		leases = append(leases, atomMustFetchWork(t, p, longLock, "one of the activities"))
 	}
@@ -101,7 +101,7 @@ func testWorkerResultsManyAcks(t *testing.T, e penv) {
 	ms := wrMessages(t, p, inst, "the completions of the acked activities")
 	got := map[uint64]string{}
 	for _, m := range ms {
-		if m.Kind != runtime.WorkActivityCompleted {
+		if m.Kind != provider.WorkActivityCompleted {
 			t.Fatalf("fetched %+v among the completions; want only ActivityCompleted", m)
 		}
 		if _, dup := got[m.ID]; dup {
@@ -125,7 +125,7 @@ func testWorkerResultsLapsedAck(t *testing.T, e penv) {
 	lease := wrLeased(t, p, inst, 1, "Slow", e.lt())
 	time.Sleep(e.lapse())
 	err := p.AckWorkItem(t.Context(), lease.LockToken, ptr(activityCompleted(inst, 1, 1, "late")))
-	mustFailWith(t, err, runtime.ErrLockLost, "ack after the lock lapsed")
+	mustFailWith(t, err, provider.ErrLockLost, "ack after the lock lapsed")
 	atomNoOrch(t, p, longLock, "a refused ack delivers no result")
 	again := atomMustFetchWork(t, p, longLock, "the activity, offered again")
 	if again.Item.ID != 1 {

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // RuntimeFactory makes providers for TestRuntime.
 type RuntimeFactory struct {
 	// New returns a new, empty provider; the suite closes it.
-	New func(t *testing.T) runtime.Provider
+	New func(t *testing.T) provider.Provider
 	// NewStore and Open, when both are set, make the crash-recovery and
 	// cross-process cases possible. Without them those cases skip, saying so.
 	// NewStore creates an empty durable store and returns its location (a string a
@@ -20,7 +21,7 @@ type RuntimeFactory struct {
 	NewStore func(t *testing.T) string
 	// Open opens a provider on a location NewStore returned, in the test's process
 	// or in a child process it starts; the caller closes the provider.
-	Open func(location string) (runtime.Provider, error)
+	Open func(location string) (provider.Provider, error)
 }
 
 // runtimeCase is one end-to-end scenario.
@@ -95,7 +96,7 @@ type renv struct {
 // rig is one provider with the runtimes and client of a scenario.
 type rig struct {
 	t     *testing.T
-	P     runtime.Provider
+	P     provider.Provider
 	C     *runtime.Client
 	cache bool // the runtimes keep a state cache
 }
@@ -205,7 +206,7 @@ func completed(t *testing.T, st runtime.OrchestrationStatus, want string) {
 }
 
 // failed asserts that st failed and returns its details.
-func failed(t *testing.T, st runtime.OrchestrationStatus) *runtime.ErrorDetails {
+func failed(t *testing.T, st runtime.OrchestrationStatus) *provider.ErrorDetails {
 	t.Helper()
 	if st.State != runtime.StateFailed || st.Failure == nil {
 		t.Fatalf("status %s output %q, want Failed", st.State, st.Output)
@@ -249,7 +250,7 @@ func (r registry) orchV(name, version string, fn runtime.Orchestration) registry
 func echo(_ *runtime.ActivityContext, in string) (string, error) { return in, nil }
 
 // history reads instance's latest execution history.
-func (r *rig) history(instance string) []runtime.Event {
+func (r *rig) history(instance string) []provider.Event {
 	r.t.Helper()
 	evs, err := r.P.Read(context.Background(), instance)
 	if err != nil {
@@ -259,7 +260,7 @@ func (r *rig) history(instance string) []runtime.Event {
 }
 
 // countKind counts the events of kind k.
-func countKind(evs []runtime.Event, k runtime.EventKind) int {
+func countKind(evs []provider.Event, k provider.EventKind) int {
 	n := 0
 	for _, e := range evs {
 		if e.Kind == k {

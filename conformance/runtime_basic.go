@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -42,8 +43,8 @@ func rtHelloWorld(t *testing.T, e renv) {
 		t.Fatalf("status name %q version %q", st.Name, st.Version)
 	}
 	h := r.history("hello-1")
-	want := []runtime.EventKind{runtime.EventOrchestrationStarted, runtime.EventActivityScheduled,
-		runtime.EventActivityCompleted, runtime.EventOrchestrationCompleted}
+	want := []provider.EventKind{provider.EventOrchestrationStarted, provider.EventActivityScheduled,
+		provider.EventActivityCompleted, provider.EventOrchestrationCompleted}
 	if len(h) != len(want) {
 		t.Fatalf("history has %d events, want %d: %+v", len(h), len(want), h)
 	}
@@ -73,7 +74,7 @@ func rtSequentialActivities(t *testing.T, e renv) {
 		})
 	r.startFast(reg.Registry)
 	completed(t, r.run("chain", "Chain", "5"), "15")
-	if n := countKind(r.history("chain"), runtime.EventActivityCompleted); n != 10 {
+	if n := countKind(r.history("chain"), provider.EventActivityCompleted); n != 10 {
 		t.Fatalf("%d activity completions in history, want 10", n)
 	}
 }
@@ -123,7 +124,7 @@ func rtErrorHandlingCompensation(t *testing.T, e renv) {
 			}
 			if _, err := ctx.ScheduleActivity("Ship", in).Get(); err != nil {
 				var ae *runtime.ActivityError
-				if !errors.As(err, &ae) || ae.Details.Kind != runtime.ErrorApplication || !strings.Contains(ae.Details.Message, "warehouse closed") {
+				if !errors.As(err, &ae) || ae.Details.Kind != provider.ErrorApplication || !strings.Contains(ae.Details.Message, "warehouse closed") {
 					return "", fmt.Errorf("unexpected error shape: %v", err)
 				}
 				return ctx.ScheduleActivity("Refund", in).Get()
@@ -139,7 +140,7 @@ func rtErrorHandlingCompensation(t *testing.T, e renv) {
 		t.Fatalf("refund ran %d times", refunds.Load())
 	}
 	d := failed(t, r.run("unhandled", "Unhandled", "1"))
-	if d.Kind != runtime.ErrorApplication || d.AppKind != runtime.AppOrchestrationFailed || !strings.Contains(d.Message, "warehouse closed") {
+	if d.Kind != provider.ErrorApplication || d.AppKind != provider.AppOrchestrationFailed || !strings.Contains(d.Message, "warehouse closed") {
 		t.Fatalf("failure %+v", d)
 	}
 }
@@ -156,7 +157,7 @@ func rtPanicsBecomeFailures(t *testing.T, e renv) {
 		})
 	r.startFast(reg.Registry)
 	d := failed(t, r.run("panicky", "Panicky", "x"))
-	if d.Kind != runtime.ErrorApplication || d.AppKind != runtime.AppPanicked || !strings.Contains(d.Message, "kaboom x") {
+	if d.Kind != provider.ErrorApplication || d.AppKind != provider.AppPanicked || !strings.Contains(d.Message, "kaboom x") {
 		t.Fatalf("failure %+v", d)
 	}
 	// The runtime survived: another instance still runs.
@@ -205,10 +206,10 @@ func rtStatusNotFound(t *testing.T, e renv) {
 	if err != nil || st.State != runtime.StateNotFound {
 		t.Fatalf("status of unknown instance: %+v, %v", st, err)
 	}
-	if _, err := r.C.Status(context.Background(), ""); !errors.Is(err, runtime.ErrInvalid) {
+	if _, err := r.C.Status(context.Background(), ""); !errors.Is(err, provider.ErrInvalid) {
 		t.Fatalf("status of empty id: %v, want ErrInvalid", err)
 	}
-	if err := r.C.StartOrchestration(context.Background(), "x", "", ""); !errors.Is(err, runtime.ErrInvalid) {
+	if err := r.C.StartOrchestration(context.Background(), "x", "", ""); !errors.Is(err, provider.ErrInvalid) {
 		t.Fatalf("start with empty name: %v, want ErrInvalid", err)
 	}
 }
@@ -244,9 +245,9 @@ func rtFanOut1000(t *testing.T, e renv) {
 	}
 	completed(t, r.run("fan", "FanOut", ""), strconv.Itoa(want))
 	h := r.history("fan")
-	if countKind(h, runtime.EventActivityScheduled) != n || countKind(h, runtime.EventActivityCompleted) != n {
-		t.Fatalf("history: %d scheduled, %d completed, want %d each", countKind(h, runtime.EventActivityScheduled),
-			countKind(h, runtime.EventActivityCompleted), n)
+	if countKind(h, provider.EventActivityScheduled) != n || countKind(h, provider.EventActivityCompleted) != n {
+		t.Fatalf("history: %d scheduled, %d completed, want %d each", countKind(h, provider.EventActivityScheduled),
+			countKind(h, provider.EventActivityCompleted), n)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // The CancellationPoison group ports duroxide's cancellation, poison-message,
@@ -51,13 +52,13 @@ func init() {
 // what the runtime committed (the messages of acked turns, the acked work items) and
 // whether a fetch saw its context cancelled (the runtime began to shut down).
 type cpFaultProvider struct {
-	runtime.Provider
+	provider.Provider
 
 	mu           sync.Mutex
-	orchAttempts map[string]uint32             // instance → attempt count reported on fetch
-	actAttempts  map[string]uint32             // activity name → attempt count reported on fetch
-	fetched      map[string][]runtime.WorkItem // lock token → the messages of a fetched turn
-	acked        []runtime.WorkItem            // messages of committed turns
+	orchAttempts map[string]uint32              // instance → attempt count reported on fetch
+	actAttempts  map[string]uint32              // activity name → attempt count reported on fetch
+	fetched      map[string][]provider.WorkItem // lock token → the messages of a fetched turn
+	acked        []provider.WorkItem            // messages of committed turns
 	workAcks     int
 
 	stopOnce sync.Once
@@ -69,7 +70,7 @@ func cpFaultRig(t *testing.T, e renv) (*rig, *cpFaultProvider) {
 	t.Helper()
 	r := e.rig(t)
 	fp := &cpFaultProvider{Provider: r.P, orchAttempts: map[string]uint32{}, actAttempts: map[string]uint32{},
-		fetched: map[string][]runtime.WorkItem{}, stopped: make(chan struct{})}
+		fetched: map[string][]provider.WorkItem{}, stopped: make(chan struct{})}
 	r.P, r.C = fp, runtime.NewClient(fp)
 	return r, fp
 }
@@ -94,7 +95,7 @@ func (f *cpFaultProvider) sawStop(ctx context.Context) {
 	}
 }
 
-func (f *cpFaultProvider) FetchOrchestrationItem(ctx context.Context, opts runtime.FetchOptions) (*runtime.OrchestrationItem, error) {
+func (f *cpFaultProvider) FetchOrchestrationItem(ctx context.Context, opts provider.FetchOptions) (*provider.OrchestrationItem, error) {
 	item, err := f.Provider.FetchOrchestrationItem(ctx, opts)
 	f.sawStop(ctx)
 	if item != nil {
@@ -102,13 +103,13 @@ func (f *cpFaultProvider) FetchOrchestrationItem(ctx context.Context, opts runti
 		if n := f.orchAttempts[item.Instance]; n > 0 {
 			item.AttemptCount = n
 		}
-		f.fetched[item.LockToken] = append([]runtime.WorkItem(nil), item.Messages...)
+		f.fetched[item.LockToken] = append([]provider.WorkItem(nil), item.Messages...)
 		f.mu.Unlock()
 	}
 	return item, err
 }
 
-func (f *cpFaultProvider) AckOrchestrationItem(ctx context.Context, token string, ack runtime.OrchestrationAck) error {
+func (f *cpFaultProvider) AckOrchestrationItem(ctx context.Context, token string, ack provider.OrchestrationAck) error {
 	err := f.Provider.AckOrchestrationItem(ctx, token, ack)
 	if err == nil {
 		f.mu.Lock()
@@ -119,14 +120,14 @@ func (f *cpFaultProvider) AckOrchestrationItem(ctx context.Context, token string
 	return err
 }
 
-func (f *cpFaultProvider) AbandonOrchestrationItem(ctx context.Context, token string, delay runtime.Duration, ignoreAttempt bool) error {
+func (f *cpFaultProvider) AbandonOrchestrationItem(ctx context.Context, token string, delay provider.Duration, ignoreAttempt bool) error {
 	f.mu.Lock()
 	delete(f.fetched, token)
 	f.mu.Unlock()
 	return f.Provider.AbandonOrchestrationItem(ctx, token, delay, ignoreAttempt)
 }
 
-func (f *cpFaultProvider) FetchWorkItem(ctx context.Context, opts runtime.WorkFetchOptions) (*runtime.WorkItemLease, error) {
+func (f *cpFaultProvider) FetchWorkItem(ctx context.Context, opts provider.WorkFetchOptions) (*provider.WorkItemLease, error) {
 	lease, err := f.Provider.FetchWorkItem(ctx, opts)
 	f.sawStop(ctx)
 	if lease != nil {
@@ -139,7 +140,7 @@ func (f *cpFaultProvider) FetchWorkItem(ctx context.Context, opts runtime.WorkFe
 	return lease, err
 }
 
-func (f *cpFaultProvider) AckWorkItem(ctx context.Context, token string, completion *runtime.WorkItem) error {
+func (f *cpFaultProvider) AckWorkItem(ctx context.Context, token string, completion *provider.WorkItem) error {
 	err := f.Provider.AckWorkItem(ctx, token, completion)
 	if err == nil {
 		f.mu.Lock()
@@ -150,7 +151,7 @@ func (f *cpFaultProvider) AckWorkItem(ctx context.Context, token string, complet
 }
 
 // consumed counts the messages of kind for instance that committed turns took in.
-func (f *cpFaultProvider) consumed(instance string, kind runtime.WorkItemKind) int {
+func (f *cpFaultProvider) consumed(instance string, kind provider.WorkItemKind) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -196,9 +197,9 @@ func (s *cpSignal) await(t *testing.T, what string) {
 }
 
 // cpWaitHistory waits until instance's history satisfies cond and returns it.
-func cpWaitHistory(r *rig, instance, what string, cond func([]runtime.Event) bool) []runtime.Event {
+func cpWaitHistory(r *rig, instance, what string, cond func([]provider.Event) bool) []provider.Event {
 	r.t.Helper()
-	var h []runtime.Event
+	var h []provider.Event
 	eventually(r.t, what, func() bool {
 		h = r.history(instance)
 		return cond(h)
@@ -207,9 +208,9 @@ func cpWaitHistory(r *rig, instance, what string, cond func([]runtime.Event) boo
 }
 
 // cpScheduledID is the event id of the first ActivityScheduled of activity name (0: none).
-func cpScheduledID(h []runtime.Event, name string) uint64 {
+func cpScheduledID(h []provider.Event, name string) uint64 {
 	for _, ev := range h {
-		if ev.Kind == runtime.EventActivityScheduled && ev.Name == name {
+		if ev.Kind == provider.EventActivityScheduled && ev.Name == name {
 			return ev.EventID
 		}
 	}
@@ -220,7 +221,7 @@ func cpScheduledID(h []runtime.Event, name string) uint64 {
 func cpCancelled(t *testing.T, st runtime.OrchestrationStatus, reason string) {
 	t.Helper()
 	d := failed(t, st)
-	if d.Kind != runtime.ErrorApplication || d.AppKind != runtime.AppCancelled || d.Reason != reason ||
+	if d.Kind != provider.ErrorApplication || d.AppKind != provider.AppCancelled || d.Reason != reason ||
 		d.DisplayMessage() != "canceled: "+reason {
 		t.Fatalf("failure %+v (%q), want Application/Cancelled with reason %q", d, d.DisplayMessage(), reason)
 	}
@@ -259,13 +260,13 @@ func rtCancelRunningInstance(t *testing.T, e renv) {
 	sawCancel.await(t, "the running activity to see its context cancelled")
 	returned.await(t, "the cancelled activity to return")
 	h := r.history("inst-activity-cancel")
-	if n := countKind(h, runtime.EventActivityCompleted); n != 0 {
+	if n := countKind(h, provider.EventActivityCompleted); n != 0 {
 		t.Fatalf("history records %d activity completions; the cancelled activity's result must be dropped", n)
 	}
-	if n := countKind(h, runtime.EventOrchestrationCancelRequested); n != 1 {
+	if n := countKind(h, provider.EventOrchestrationCancelRequested); n != 1 {
 		t.Fatalf("history has %d OrchestrationCancelRequested events, want 1", n)
 	}
-	if last := h[len(h)-1]; last.Kind != runtime.EventOrchestrationFailed {
+	if last := h[len(h)-1]; last.Kind != provider.EventOrchestrationFailed {
 		t.Fatalf("history ends with %s, want OrchestrationFailed", last.Kind)
 	}
 }
@@ -282,10 +283,10 @@ func rtCancelEndedOrUnknownInstanceIsNoop(t *testing.T, e renv) {
 		t.Fatal(err)
 	}
 	eventually(t, "the late cancel to be consumed", func() bool {
-		return fp.consumed("inst-cancel-noop", runtime.WorkCancelInstance) == 1
+		return fp.consumed("inst-cancel-noop", provider.WorkCancelInstance) == 1
 	})
 	h := r.history("inst-cancel-noop")
-	if len(h) != before || countKind(h, runtime.EventOrchestrationCancelRequested) != 0 {
+	if len(h) != before || countKind(h, provider.EventOrchestrationCancelRequested) != 0 {
 		t.Fatalf("a cancel after completion changed history: %d events before, %d after: %+v", before, len(h), h)
 	}
 	completed(t, r.wait("inst-cancel-noop"), "ok")
@@ -317,7 +318,7 @@ func rtCancelBeforeOrchestrationStarts(t *testing.T, e renv) {
 	r.startFast(reg.Registry)
 	cpCancelled(t, r.wait("inst-early-cancel"), "early_cancel")
 	h := r.history("inst-early-cancel")
-	if countKind(h, runtime.EventOrchestrationCompleted) != 0 || countKind(h, runtime.EventOrchestrationCancelRequested) != 1 {
+	if countKind(h, provider.EventOrchestrationCompleted) != 0 || countKind(h, provider.EventOrchestrationCancelRequested) != 1 {
 		t.Fatalf("history %+v: want one OrchestrationCancelRequested and no OrchestrationCompleted", h)
 	}
 }
@@ -330,8 +331,8 @@ func rtMultipleCancelCallsAreIdempotent(t *testing.T, e renv) {
 	})
 	r.startFast(reg.Registry)
 	r.startOrch("inst-multi-cancel", "Waiter", "")
-	cpWaitHistory(r, "inst-multi-cancel", "the subscription", func(h []runtime.Event) bool {
-		return countKind(h, runtime.EventExternalSubscribed) == 1
+	cpWaitHistory(r, "inst-multi-cancel", "the subscription", func(h []provider.Event) bool {
+		return countKind(h, provider.EventExternalSubscribed) == 1
 	})
 	for i := range 5 {
 		if err := r.C.CancelInstance(context.Background(), "inst-multi-cancel", fmt.Sprintf("cancel-%d", i)); err != nil {
@@ -340,18 +341,18 @@ func rtMultipleCancelCallsAreIdempotent(t *testing.T, e renv) {
 	}
 	cpCancelled(t, r.wait("inst-multi-cancel"), "cancel-0")
 	eventually(t, "all five cancels to be consumed", func() bool {
-		return fp.consumed("inst-multi-cancel", runtime.WorkCancelInstance) == 5
+		return fp.consumed("inst-multi-cancel", provider.WorkCancelInstance) == 5
 	})
 	h := r.history("inst-multi-cancel")
-	if n := countKind(h, runtime.EventOrchestrationCancelRequested); n != 1 {
+	if n := countKind(h, provider.EventOrchestrationCancelRequested); n != 1 {
 		t.Fatalf("history has %d OrchestrationCancelRequested events, want 1: %+v", n, h)
 	}
 	for _, ev := range h {
-		if ev.Kind == runtime.EventOrchestrationCancelRequested && ev.Reason != "cancel-0" {
+		if ev.Kind == provider.EventOrchestrationCancelRequested && ev.Reason != "cancel-0" {
 			t.Fatalf("cancel reason %q, want the first cancel's %q", ev.Reason, "cancel-0")
 		}
 	}
-	if n := countKind(h, runtime.EventOrchestrationFailed); n != 1 || !h[len(h)-1].IsTerminal() {
+	if n := countKind(h, provider.EventOrchestrationFailed); n != 1 || !h[len(h)-1].IsTerminal() {
 		t.Fatalf("history has %d OrchestrationFailed events or does not end with one: %+v", n, h)
 	}
 }
@@ -399,9 +400,9 @@ func rtSelectLoserActivityCancelled(t *testing.T, e renv) {
 	found := false
 	for _, ev := range h {
 		switch {
-		case ev.Kind == runtime.EventActivityCancelRequested && ev.SourceEventID == id:
+		case ev.Kind == provider.EventActivityCancelRequested && ev.SourceEventID == id:
 			found = true
-		case (ev.Kind == runtime.EventActivityCompleted || ev.Kind == runtime.EventActivityFailed) && ev.SourceEventID == id:
+		case (ev.Kind == provider.EventActivityCompleted || ev.Kind == provider.EventActivityFailed) && ev.SourceEventID == id:
 			t.Fatalf("history records an outcome of the cancelled loser: %+v", ev)
 		}
 	}
@@ -450,7 +451,7 @@ func rtActivityAbortedAfterCancellationGrace(t *testing.T, e renv) {
 	if n := attempts.Load(); n != 1 {
 		t.Fatalf("stubborn activity ran %d times, want 1", n)
 	}
-	if n := countKind(r.history("inst-grace"), runtime.EventActivityCompleted); n != 0 {
+	if n := countKind(r.history("inst-grace"), provider.EventActivityCompleted); n != 0 {
 		t.Fatalf("history of the cancelled instance records %d activity completions", n)
 	}
 }
@@ -468,8 +469,8 @@ func rtPoisonOrchestrationFails(t *testing.T, e renv) {
 	r.startFast(reg.Registry, func(o *runtime.Options) { o.MaxAttempts = 10 })
 	st := r.run("poison-orch", "SimpleOrch", "{}")
 	d := failed(t, st)
-	if d.Kind != runtime.ErrorPoison || d.PoisonType != runtime.PoisonOrchestration || d.Instance != "poison-orch" ||
-		d.ExecutionID != runtime.InitialExecutionID || d.AttemptCount != 11 || d.MaxAttempts != 10 {
+	if d.Kind != provider.ErrorPoison || d.PoisonType != provider.PoisonOrchestration || d.Instance != "poison-orch" ||
+		d.ExecutionID != provider.InitialExecutionID || d.AttemptCount != 11 || d.MaxAttempts != 10 {
 		t.Fatalf("failure %+v, want Poison/Orchestration of poison-orch execution 1 with 11 of 10 attempts", d)
 	}
 	if !strings.Contains(d.DisplayMessage(), "poison") {
@@ -483,7 +484,7 @@ func rtPoisonOrchestrationFails(t *testing.T, e renv) {
 		t.Fatalf("poisoned instance status name %q version %q", st.Name, st.Version)
 	}
 	h := r.history("poison-orch")
-	if len(h) != 2 || h[0].Kind != runtime.EventOrchestrationStarted || h[1].Kind != runtime.EventOrchestrationFailed {
+	if len(h) != 2 || h[0].Kind != provider.EventOrchestrationStarted || h[1].Kind != provider.EventOrchestrationFailed {
 		t.Fatalf("history %+v, want OrchestrationStarted then OrchestrationFailed", h)
 	}
 }
@@ -517,8 +518,8 @@ func rtPoisonActivityFailsOrchestration(t *testing.T, e renv) {
 	fp.poisonActivity("TestActivity", 11)
 	r.startFast(reg.Registry, func(o *runtime.Options) { o.MaxAttempts = 10 })
 	d := failed(t, r.run("poison-activity", "MultiActivityOrch", ""))
-	if d.Kind != runtime.ErrorPoison || d.PoisonType != runtime.PoisonActivity || d.ActivityName != "TestActivity" ||
-		d.ActivityID != 4 || d.Instance != "poison-activity" || d.ExecutionID != runtime.InitialExecutionID ||
+	if d.Kind != provider.ErrorPoison || d.PoisonType != provider.PoisonActivity || d.ActivityName != "TestActivity" ||
+		d.ActivityID != 4 || d.Instance != "poison-activity" || d.ExecutionID != provider.InitialExecutionID ||
 		d.AttemptCount != 11 || d.MaxAttempts != 10 {
 		t.Fatalf("failure %+v, want Poison/Activity of TestActivity (id 4) in poison-activity execution 1 with 11 of 10 attempts", d)
 	}
@@ -532,7 +533,7 @@ func rtPoisonActivityFailsOrchestration(t *testing.T, e renv) {
 		t.Fatalf("the healthy activity ran %d times, want 1 (the step after the poisoned one must not run)", fineRuns.Load())
 	}
 	h := r.history("poison-activity")
-	if countKind(h, runtime.EventActivityFailed) != 1 || countKind(h, runtime.EventActivityScheduled) != 2 {
+	if countKind(h, provider.EventActivityFailed) != 1 || countKind(h, provider.EventActivityScheduled) != 2 {
 		t.Fatalf("history %+v: want the two scheduled activities and one ActivityFailed", h)
 	}
 }
@@ -570,13 +571,13 @@ func rtPoisonChildFailsParent(t *testing.T, e renv) {
 
 	parent := failed(t, r.run("poison-parent", "ParentOrch", "{}"))
 	child := failed(t, r.wait("poison-child"))
-	for who, d := range map[string]*runtime.ErrorDetails{"parent": parent, "child": child} {
-		if d.Kind != runtime.ErrorPoison || d.PoisonType != runtime.PoisonOrchestration || d.Instance != "poison-child" ||
-			d.ExecutionID != runtime.InitialExecutionID || d.AttemptCount != 11 || d.MaxAttempts != 10 {
+	for who, d := range map[string]*provider.ErrorDetails{"parent": parent, "child": child} {
+		if d.Kind != provider.ErrorPoison || d.PoisonType != provider.PoisonOrchestration || d.Instance != "poison-child" ||
+			d.ExecutionID != provider.InitialExecutionID || d.AttemptCount != 11 || d.MaxAttempts != 10 {
 			t.Fatalf("%s failure %+v, want the child's Poison/Orchestration details", who, d)
 		}
 	}
-	if h := r.history("poison-parent"); countKind(h, runtime.EventSubOrchestrationFailed) != 1 {
+	if h := r.history("poison-parent"); countKind(h, provider.EventSubOrchestrationFailed) != 1 {
 		t.Fatalf("parent history does not record the child's failure: %+v", h)
 	}
 	if childRuns.Load() != 0 {
@@ -585,8 +586,8 @@ func rtPoisonChildFailsParent(t *testing.T, e renv) {
 
 	grandparent := failed(t, r.run("poison-chain", "GrandparentOrch", "{}"))
 	child = failed(t, r.wait("poison-chain-child"))
-	for who, d := range map[string]*runtime.ErrorDetails{"grandparent": grandparent, "child": child} {
-		if d.Kind != runtime.ErrorPoison || d.PoisonType != runtime.PoisonActivity || d.ActivityName != "ChildActivity" ||
+	for who, d := range map[string]*provider.ErrorDetails{"grandparent": grandparent, "child": child} {
+		if d.Kind != provider.ErrorPoison || d.PoisonType != provider.PoisonActivity || d.ActivityName != "ChildActivity" ||
 			d.Instance != "poison-chain-child" || d.AttemptCount != 11 || d.MaxAttempts != 10 {
 			t.Fatalf("%s failure %+v, want the child activity's Poison/Activity details", who, d)
 		}
@@ -602,7 +603,7 @@ func rtCustomMaxAttemptsRespected(t *testing.T, e renv) {
 	fp.poisonInstance("at-max", 3)
 	r.startFast(reg.Registry, func(o *runtime.Options) { o.MaxAttempts = 3 })
 	d := failed(t, r.run("over-max", "CustomMaxOrch", ""))
-	if d.Kind != runtime.ErrorPoison || d.AttemptCount != 4 || d.MaxAttempts != 3 {
+	if d.Kind != provider.ErrorPoison || d.AttemptCount != 4 || d.MaxAttempts != 3 {
 		t.Fatalf("failure %+v, want Poison with 4 of 3 attempts", d)
 	}
 	completed(t, r.run("at-max", "CustomMaxOrch", ""), "success")
@@ -622,7 +623,7 @@ func rtUnknownActivityEventuallyPoisons(t *testing.T, e renv) {
 		o.UnregisteredBackoff = 10 * time.Millisecond
 	})
 	d := failed(t, r.run("unknown-activity", "CallsMissing", "x"))
-	if d.Kind != runtime.ErrorPoison || d.PoisonType != runtime.PoisonActivity || d.ActivityName != "Missing" ||
+	if d.Kind != provider.ErrorPoison || d.PoisonType != provider.PoisonActivity || d.ActivityName != "Missing" ||
 		d.AttemptCount != 3 || d.MaxAttempts != 2 {
 		t.Fatalf("failure %+v, want Poison/Activity of Missing after 3 of 2 attempts", d)
 	}
@@ -646,7 +647,7 @@ func rtCodeSwapTriggersNondeterminism(t *testing.T, e renv) {
 		})
 	a := r.startFast(regA.Registry, cpShortWorkerLock, func(o *runtime.Options) { o.DrainTimeout = 200 * time.Millisecond })
 	r.startOrch("inst-swap", "SwapTest", "")
-	cpWaitHistory(r, "inst-swap", "ActA to be scheduled", func(h []runtime.Event) bool { return cpScheduledID(h, "ActA") != 0 })
+	cpWaitHistory(r, "inst-swap", "ActA to be scheduled", func(h []provider.Event) bool { return cpScheduledID(h, "ActA") != 0 })
 	startedA.await(t, "ActA to start on runtime A")
 	a.stop()
 
@@ -658,13 +659,13 @@ func rtCodeSwapTriggersNondeterminism(t *testing.T, e renv) {
 		})
 	r.startFast(regB.Registry, cpShortWorkerLock)
 	d := failed(t, r.wait("inst-swap"))
-	if d.Kind != runtime.ErrorConfiguration || d.ConfigKind != runtime.ConfigNondeterminism {
+	if d.Kind != provider.ErrorConfiguration || d.ConfigKind != provider.ConfigNondeterminism {
 		t.Fatalf("failure %+v, want Configuration/Nondeterminism", d)
 	}
 	if !strings.Contains(d.Message, "ActA") || !strings.Contains(d.Message, "ActB") {
 		t.Fatalf("nondeterminism message %q does not name both ActA and ActB", d.Message)
 	}
-	if countKind(r.history("inst-swap"), runtime.EventOrchestrationCompleted) != 0 {
+	if countKind(r.history("inst-swap"), provider.EventOrchestrationCompleted) != 0 {
 		t.Fatal("the swapped instance completed")
 	}
 }
@@ -709,7 +710,7 @@ func rtLongRunningActivityWithLockRenewal(t *testing.T, e renv) {
 	if runs["a"] != 1 || runs["b"] != 1 {
 		t.Fatalf("activity executions %v, want each exactly once", runs)
 	}
-	if n := countKind(r.history("long-activity"), runtime.EventActivityCompleted); n != 2 {
+	if n := countKind(r.history("long-activity"), provider.EventActivityCompleted); n != 2 {
 		t.Fatalf("history records %d completions, want 2", n)
 	}
 }
@@ -740,7 +741,7 @@ func rtOrchestrationLockRenewalPreventsExpiration(t *testing.T, e renv) {
 		t.Fatalf("the first turn ran %d times, want 1 (its lock expired and another dispatcher took it)", n)
 	}
 	h := r.history("slow-turn")
-	if countKind(h, runtime.EventOrchestrationStarted) != 1 || countKind(h, runtime.EventActivityScheduled) != 1 {
+	if countKind(h, provider.EventOrchestrationStarted) != 1 || countKind(h, provider.EventActivityScheduled) != 1 {
 		t.Fatalf("history %+v: want one start and one schedule", h)
 	}
 }
@@ -774,22 +775,22 @@ func rtDuplicateActivityCompletionDeduplicated(t *testing.T, e renv) {
 	r.startFast(reg.Registry)
 	const inst = "inst-act-dup"
 	r.startOrch(inst, "OneSlowAct", "")
-	id := cpScheduledID(cpWaitHistory(r, inst, "Gate to be scheduled", func(h []runtime.Event) bool {
+	id := cpScheduledID(cpWaitHistory(r, inst, "Gate to be scheduled", func(h []provider.Event) bool {
 		return cpScheduledID(h, "Gate") != 0
 	}), "Gate")
-	dup := runtime.WorkItem{Kind: runtime.WorkActivityCompleted, Instance: inst, ExecutionID: 1, ID: id, Result: "x"}
+	dup := provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: inst, ExecutionID: 1, ID: id, Result: "x"}
 	for range 2 {
 		if err := r.P.EnqueueForOrchestrator(context.Background(), dup, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "both copies to be consumed", func() bool { return fp.consumed(inst, runtime.WorkActivityCompleted) == 2 })
-	cpWaitHistory(r, inst, "the subscription after the activity", func(h []runtime.Event) bool {
-		return countKind(h, runtime.EventExternalSubscribed) == 1
+	eventually(t, "both copies to be consumed", func() bool { return fp.consumed(inst, provider.WorkActivityCompleted) == 2 })
+	cpWaitHistory(r, inst, "the subscription after the activity", func(h []provider.Event) bool {
+		return countKind(h, provider.EventExternalSubscribed) == 1
 	})
 	release.fire()
 	eventually(t, "the real completion to be consumed", func() bool {
-		return fp.workAcked() == 1 && fp.consumed(inst, runtime.WorkActivityCompleted) == 3
+		return fp.workAcked() == 1 && fp.consumed(inst, provider.WorkActivityCompleted) == 3
 	})
 	if err := r.C.RaiseEvent(context.Background(), inst, "finish", ""); err != nil {
 		t.Fatal(err)
@@ -797,7 +798,7 @@ func rtDuplicateActivityCompletionDeduplicated(t *testing.T, e renv) {
 	completed(t, r.wait(inst), "x")
 	n := 0
 	for _, ev := range r.history(inst) {
-		if ev.Kind == runtime.EventActivityCompleted && ev.SourceEventID == id {
+		if ev.Kind == provider.EventActivityCompleted && ev.SourceEventID == id {
 			n++
 		}
 	}
@@ -835,29 +836,29 @@ func rtExternalDuplicateWorkItemsNotDeduplicated(t *testing.T, e renv) {
 	r.startFast(reg.Registry)
 	const inst = "inst-ext-dup"
 	r.startOrch(inst, "WaitEvt", "")
-	cpWaitHistory(r, inst, "the subscription", func(h []runtime.Event) bool {
-		return countKind(h, runtime.EventExternalSubscribed) == 1
+	cpWaitHistory(r, inst, "the subscription", func(h []provider.Event) bool {
+		return countKind(h, provider.EventExternalSubscribed) == 1
 	})
-	dup := runtime.WorkItem{Kind: runtime.WorkExternalRaised, Instance: inst, Name: "Evt", Data: "ok"}
+	dup := provider.WorkItem{Kind: provider.WorkExternalRaised, Instance: inst, Name: "Evt", Data: "ok"}
 	for range 2 {
 		if err := r.P.EnqueueForOrchestrator(context.Background(), dup, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "both copies to be consumed", func() bool { return fp.consumed(inst, runtime.WorkExternalRaised) == 2 })
+	eventually(t, "both copies to be consumed", func() bool { return fp.consumed(inst, provider.WorkExternalRaised) == 2 })
 	release.fire()
 	completed(t, r.wait(inst), "ok")
 	h := r.history(inst)
 	n := 0
 	for _, ev := range h {
-		if ev.Kind == runtime.EventExternalEvent && ev.Name == "Evt" && ev.Data == "ok" {
+		if ev.Kind == provider.EventExternalEvent && ev.Name == "Evt" && ev.Data == "ok" {
 			n++
 		}
 	}
 	if n != 2 {
 		t.Fatalf("history records %d copies of the event, want 2: %+v", n, h)
 	}
-	if c := countKind(h, runtime.EventActivityScheduled); c != 1 {
+	if c := countKind(h, provider.EventActivityScheduled); c != 1 {
 		t.Fatalf("the wait was resolved %d times, want once", c)
 	}
 }
@@ -1037,14 +1038,14 @@ func rtSessionIdleTimeoutMustExceedRenewal(t *testing.T, e renv) {
 		if c.ok && err != nil {
 			t.Errorf("lock %s, idle %s: New refused valid options: %v", c.lock, c.idle, err)
 		}
-		if !c.ok && !errors.Is(err, runtime.ErrInvalid) {
+		if !c.ok && !errors.Is(err, provider.ErrInvalid) {
 			t.Errorf("lock %s, idle %s: New returned %v, want ErrInvalid", c.lock, c.idle, err)
 		}
 	}
-	if _, err := runtime.New(nil, reg, runtime.Options{}); !errors.Is(err, runtime.ErrInvalid) {
+	if _, err := runtime.New(nil, reg, runtime.Options{}); !errors.Is(err, provider.ErrInvalid) {
 		t.Errorf("New without a provider: %v, want ErrInvalid", err)
 	}
-	if _, err := runtime.New(r.P, nil, runtime.Options{}); !errors.Is(err, runtime.ErrInvalid) {
+	if _, err := runtime.New(r.P, nil, runtime.Options{}); !errors.Is(err, provider.ErrInvalid) {
 		t.Errorf("New without a registry: %v, want ErrInvalid", err)
 	}
 }

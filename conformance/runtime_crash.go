@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -166,7 +167,7 @@ func rtChildKilledMidRun(t *testing.T, e renv) {
 		}
 		completed(t, st, want)
 		h := r.history(id)
-		if n := countKind(h, runtime.EventActivityCompleted); n != crashSteps {
+		if n := countKind(h, provider.EventActivityCompleted); n != crashSteps {
 			t.Fatalf("%s: %d activity completions in history, want %d (each exactly once)", id, n, crashSteps)
 		}
 	}

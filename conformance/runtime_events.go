@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // Durable timers, positional external events, persistent event queues and custom
@@ -49,7 +50,7 @@ func init() {
 // ---- helpers (this file only) ----
 
 // teCount counts the events of kind k whose Name is name ("" matches any name).
-func teCount(evs []runtime.Event, k runtime.EventKind, name string) int {
+func teCount(evs []provider.Event, k provider.EventKind, name string) int {
 	n := 0
 	for _, e := range evs {
 		if e.Kind == k && (name == "" || e.Name == name) {
@@ -60,8 +61,8 @@ func teCount(evs []runtime.Event, k runtime.EventKind, name string) int {
 }
 
 // teOf returns the events of kind k, in history order.
-func teOf(evs []runtime.Event, k runtime.EventKind) []runtime.Event {
-	var out []runtime.Event
+func teOf(evs []provider.Event, k provider.EventKind) []provider.Event {
+	var out []provider.Event
 	for _, e := range evs {
 		if e.Kind == k {
 			out = append(out, e)
@@ -71,9 +72,9 @@ func teOf(evs []runtime.Event, k runtime.EventKind) []runtime.Event {
 }
 
 // teWaitHistory waits until cond holds on instance's history and returns it.
-func teWaitHistory(t *testing.T, r *rig, instance, what string, cond func([]runtime.Event) bool) []runtime.Event {
+func teWaitHistory(t *testing.T, r *rig, instance, what string, cond func([]provider.Event) bool) []provider.Event {
 	t.Helper()
-	var h []runtime.Event
+	var h []provider.Event
 	eventually(t, instance+": "+what, func() bool {
 		h = r.history(instance)
 		return cond(h)
@@ -187,7 +188,7 @@ func teSingleTimerFires(t *testing.T, e renv) {
 		t.Fatalf("ctx.Now moved %q ms across a %s timer, want at least %d", st.Output, delay, delay.Milliseconds())
 	}
 	h := r.history("timer-1")
-	created, fired := teOf(h, runtime.EventTimerCreated), teOf(h, runtime.EventTimerFired)
+	created, fired := teOf(h, provider.EventTimerCreated), teOf(h, provider.EventTimerFired)
 	if len(created) != 1 || len(fired) != 1 {
 		t.Fatalf("history has %d TimerCreated and %d TimerFired, want 1 each: %+v", len(created), len(fired), h)
 	}
@@ -236,7 +237,7 @@ func teTimerAfterPreviousTimer(t *testing.T, e renv) {
 	r.startFast(reg.Registry)
 	completed(t, r.run("timer-fire-time", "TimerFireTime", ""), "activity_done")
 	h := r.history("timer-fire-time")
-	timers, acts := teOf(h, runtime.EventTimerCreated), teOf(h, runtime.EventActivityCompleted)
+	timers, acts := teOf(h, provider.EventTimerCreated), teOf(h, provider.EventActivityCompleted)
 	if len(timers) != 2 || len(acts) < 1 {
 		t.Fatalf("history has %d timers and %d activity completions: %+v", len(timers), len(acts), h)
 	}
@@ -248,7 +249,7 @@ func teTimerAfterPreviousTimer(t *testing.T, e renv) {
 		t.Fatalf("second timer fires at %d, earlier than %d (slow activity completed at %d + %s): it counted from the first timer's fire",
 			second.FireAtMs, slowDone.TimestampMs+raceTimer.Milliseconds(), slowDone.TimestampMs, raceTimer)
 	}
-	if n := countKind(h, runtime.EventTimerFired); n != 1 {
+	if n := countKind(h, provider.EventTimerFired); n != 1 {
 		t.Fatalf("%d timers fired, want only the first", n)
 	}
 }
@@ -265,7 +266,7 @@ func teZeroDurationTimer(t *testing.T, e renv) {
 	r.startFast(reg.Registry)
 	completed(t, r.run("inst-zero", "ZeroTimer", ""), "zero-timer-fired")
 	h := r.history("inst-zero")
-	created, fired := teOf(h, runtime.EventTimerCreated), teOf(h, runtime.EventTimerFired)
+	created, fired := teOf(h, provider.EventTimerCreated), teOf(h, provider.EventTimerFired)
 	if len(created) != 1 || len(fired) != 1 || fired[0].SourceEventID != created[0].EventID {
 		t.Fatalf("history %+v, want one TimerCreated answered by one TimerFired", h)
 	}
@@ -308,15 +309,15 @@ func teTimerRaceCancelsActivity(t *testing.T, e renv) {
 	teAwait(t, g.started, "the activity to start")
 	teAwait(t, g.cancelled, "the losing activity's context to be cancelled")
 	h := r.history("timer-race")
-	scheduled := teOf(h, runtime.EventActivityScheduled)
-	cancels := teOf(h, runtime.EventActivityCancelRequested)
+	scheduled := teOf(h, provider.EventActivityScheduled)
+	cancels := teOf(h, provider.EventActivityCancelRequested)
 	if len(scheduled) != 1 || len(cancels) != 1 || cancels[0].SourceEventID != scheduled[0].EventID {
 		t.Fatalf("history %+v, want one ActivityCancelRequested for the one ActivityScheduled", h)
 	}
-	if n := countKind(h, runtime.EventActivityCompleted) + countKind(h, runtime.EventActivityFailed); n != 0 {
+	if n := countKind(h, provider.EventActivityCompleted) + countKind(h, provider.EventActivityFailed); n != 0 {
 		t.Fatalf("the cancelled activity has %d completions in history", n)
 	}
-	if countKind(h, runtime.EventTimerFired) != 2 {
+	if countKind(h, provider.EventTimerFired) != 2 {
 		t.Fatalf("history %+v, want both timers fired", h)
 	}
 }
@@ -340,13 +341,13 @@ func tePositionalMatchingFIFO(t *testing.T, e renv) {
 	})
 	r.startFast(reg.Registry)
 	r.startOrch("inst-fifo", "Positional", "")
-	teWaitHistory(t, r, "inst-fifo", "two Data subscriptions", func(h []runtime.Event) bool {
-		return teCount(h, runtime.EventExternalSubscribed, "Data") >= 2
+	teWaitHistory(t, r, "inst-fifo", "two Data subscriptions", func(h []provider.Event) bool {
+		return teCount(h, provider.EventExternalSubscribed, "Data") >= 2
 	})
 	teRaise(t, r, "inst-fifo", "Data", "first")
 	teRaise(t, r, "inst-fifo", "Data", "second")
-	teWaitHistory(t, r, "inst-fifo", "the third Data subscription", func(h []runtime.Event) bool {
-		return teCount(h, runtime.EventExternalSubscribed, "Data") >= 3
+	teWaitHistory(t, r, "inst-fifo", "the third Data subscription", func(h []provider.Event) bool {
+		return teCount(h, provider.EventExternalSubscribed, "Data") >= 3
 	})
 	teRaise(t, r, "inst-fifo", "Data", "third")
 	completed(t, r.wait("inst-fifo"), "first,second,third")
@@ -378,14 +379,14 @@ func teEventBeforeSubscriptionDropped(t *testing.T, e renv) {
 	teAwait(t, g.started, "the gate activity to start")
 	teRaise(t, r, "inst-pre-sub", "Evt", "early")
 	// The event reaches history while the orchestration waits only for the activity.
-	teWaitHistory(t, r, "inst-pre-sub", "the early event in history", func(h []runtime.Event) bool {
-		return teCount(h, runtime.EventExternalEvent, "Evt") == 1
+	teWaitHistory(t, r, "inst-pre-sub", "the early event in history", func(h []provider.Event) bool {
+		return teCount(h, provider.EventExternalEvent, "Evt") == 1
 	})
 	g.open()
-	h := teWaitHistory(t, r, "inst-pre-sub", "the first wait to lose to the timer", func(h []runtime.Event) bool {
-		return teCount(h, runtime.EventExternalSubscribedCancelled, "") == 1 && teCount(h, runtime.EventExternalSubscribed, "Evt") == 2
+	h := teWaitHistory(t, r, "inst-pre-sub", "the first wait to lose to the timer", func(h []provider.Event) bool {
+		return teCount(h, provider.EventExternalSubscribedCancelled, "") == 1 && teCount(h, provider.EventExternalSubscribed, "Evt") == 2
 	})
-	if countKind(h, runtime.EventTimerFired) != 1 {
+	if countKind(h, provider.EventTimerFired) != 1 {
 		t.Fatalf("history %+v, want the timer fired", h)
 	}
 	teRaise(t, r, "inst-pre-sub", "Evt", "late")
@@ -407,10 +408,10 @@ func teCancelledSubscriptionDoesNotSteal(t *testing.T, e renv) {
 	})
 	r.startFast(reg.Registry)
 	r.startOrch("inst-no-steal", "NoSteal", "")
-	h := teWaitHistory(t, r, "inst-no-steal", "the first wait cancelled and the second subscribed", func(h []runtime.Event) bool {
-		return teCount(h, runtime.EventExternalSubscribedCancelled, "") == 1 && teCount(h, runtime.EventExternalSubscribed, "Signal") == 2
+	h := teWaitHistory(t, r, "inst-no-steal", "the first wait cancelled and the second subscribed", func(h []provider.Event) bool {
+		return teCount(h, provider.EventExternalSubscribedCancelled, "") == 1 && teCount(h, provider.EventExternalSubscribed, "Signal") == 2
 	})
-	subs, cancels := teOf(h, runtime.EventExternalSubscribed), teOf(h, runtime.EventExternalSubscribedCancelled)
+	subs, cancels := teOf(h, provider.EventExternalSubscribed), teOf(h, provider.EventExternalSubscribedCancelled)
 	if cancels[0].SourceEventID != subs[0].EventID {
 		t.Fatalf("cancellation breadcrumb %+v does not name the first subscription %+v", cancels[0], subs[0])
 	}
@@ -433,13 +434,13 @@ func teDuplicateEventsNotDeduplicated(t *testing.T, e renv) {
 	r.startFast(reg.Registry)
 	r.startOrch("inst-nodup", "NoDup", "")
 	for n := 1; n <= 2; n++ {
-		teWaitHistory(t, r, "inst-nodup", fmt.Sprintf("subscription %d", n), func(h []runtime.Event) bool {
-			return teCount(h, runtime.EventExternalSubscribed, "Dup") >= n
+		teWaitHistory(t, r, "inst-nodup", fmt.Sprintf("subscription %d", n), func(h []provider.Event) bool {
+			return teCount(h, provider.EventExternalSubscribed, "Dup") >= n
 		})
 		teRaise(t, r, "inst-nodup", "Dup", "same_payload")
 	}
 	completed(t, r.wait("inst-nodup"), "same_payload,same_payload")
-	if n := teCount(r.history("inst-nodup"), runtime.EventExternalEvent, "Dup"); n != 2 {
+	if n := teCount(r.history("inst-nodup"), provider.EventExternalEvent, "Dup"); n != 2 {
 		t.Fatalf("%d Dup events in history, want 2", n)
 	}
 }
@@ -465,13 +466,13 @@ func teSelectActivityVsEvent(t *testing.T, e renv) {
 	r.startFast(reg.Registry, teShortWorkerLock)
 
 	r.startOrch("evt-wins", "ActVsEvt", "evt-wins")
-	teWaitHistory(t, r, "evt-wins", "the Go subscription", func(h []runtime.Event) bool {
-		return teCount(h, runtime.EventExternalSubscribed, "Go") == 1
+	teWaitHistory(t, r, "evt-wins", "the Go subscription", func(h []provider.Event) bool {
+		return teCount(h, provider.EventExternalSubscribed, "Go") == 1
 	})
 	teRaise(t, r, "evt-wins", "Go", "ok")
 	completed(t, r.wait("evt-wins"), "event:ok")
 	h := r.history("evt-wins")
-	scheduled, cancels := teOf(h, runtime.EventActivityScheduled), teOf(h, runtime.EventActivityCancelRequested)
+	scheduled, cancels := teOf(h, provider.EventActivityScheduled), teOf(h, provider.EventActivityCancelRequested)
 	if len(scheduled) != 1 || len(cancels) != 1 || cancels[0].SourceEventID != scheduled[0].EventID {
 		t.Fatalf("history %+v, want the losing activity cancelled", h)
 	}
@@ -481,7 +482,7 @@ func teSelectActivityVsEvent(t *testing.T, e renv) {
 	gates["act-wins"].open()
 	completed(t, r.wait("act-wins"), "activity:released:act-wins")
 	h = r.history("act-wins")
-	subs, withdrawn := teOf(h, runtime.EventExternalSubscribed), teOf(h, runtime.EventExternalSubscribedCancelled)
+	subs, withdrawn := teOf(h, provider.EventExternalSubscribed), teOf(h, provider.EventExternalSubscribedCancelled)
 	if len(subs) != 1 || len(withdrawn) != 1 || withdrawn[0].SourceEventID != subs[0].EventID {
 		t.Fatalf("history %+v, want the losing wait withdrawn", h)
 	}
@@ -507,8 +508,8 @@ func teQueueFIFO(t *testing.T, e renv) {
 	})
 	r.startFast(reg.Registry)
 	r.startOrch("inst-q-fifo", "QueueFIFO", "")
-	teWaitHistory(t, r, "inst-q-fifo", "three Data subscriptions", func(h []runtime.Event) bool {
-		return teCount(h, runtime.EventQueueSubscribed, "Data") >= 3
+	teWaitHistory(t, r, "inst-q-fifo", "three Data subscriptions", func(h []provider.Event) bool {
+		return teCount(h, provider.EventQueueSubscribed, "Data") >= 3
 	})
 	for _, m := range []string{"first", "second", "third", "fourth"} {
 		teEnqueue(t, r, "inst-q-fifo", "Data", m)
@@ -544,10 +545,10 @@ func teQueueBuffersBeforeSubscription(t *testing.T, e renv) {
 	for _, m := range []string{"m1", "m2", "m3"} {
 		teEnqueue(t, r, "inst-q-before", "Signal", m)
 	}
-	teWaitHistory(t, r, "inst-q-before", "three messages delivered before any dequeue", func(h []runtime.Event) bool {
-		return teCount(h, runtime.EventQueueEventDelivered, "Signal") == 3
+	teWaitHistory(t, r, "inst-q-before", "three messages delivered before any dequeue", func(h []provider.Event) bool {
+		return teCount(h, provider.EventQueueEventDelivered, "Signal") == 3
 	})
-	if h := r.history("inst-q-before"); teCount(h, runtime.EventQueueSubscribed, "") != 0 {
+	if h := r.history("inst-q-before"); teCount(h, provider.EventQueueSubscribed, "") != 0 {
 		t.Fatalf("history %+v: a dequeue ran before the gate opened", h)
 	}
 	g.open()
@@ -571,8 +572,8 @@ func teQueueSurvivesSelectCancellation(t *testing.T, e renv) {
 	})
 	rt := r.startFast(reg.Registry)
 	r.startOrch("inst-q-survive", "QueueSurvives", "")
-	teWaitHistory(t, r, "inst-q-survive", "the first dequeue cancelled and the second subscribed", func(h []runtime.Event) bool {
-		return teCount(h, runtime.EventQueueSubscriptionCancelled, "") == 1 && teCount(h, runtime.EventQueueSubscribed, "Signal") == 2
+	teWaitHistory(t, r, "inst-q-survive", "the first dequeue cancelled and the second subscribed", func(h []provider.Event) bool {
+		return teCount(h, provider.EventQueueSubscriptionCancelled, "") == 1 && teCount(h, provider.EventQueueSubscribed, "Signal") == 2
 	})
 	rt.stop()
 	teEnqueue(t, r, "inst-q-survive", "Signal", "survived")
@@ -580,11 +581,11 @@ func teQueueSurvivesSelectCancellation(t *testing.T, e renv) {
 	r.startFast(reg.Registry)
 	completed(t, r.wait("inst-q-survive"), "got:survived")
 	h := r.history("inst-q-survive")
-	subs, cancels := teOf(h, runtime.EventQueueSubscribed), teOf(h, runtime.EventQueueSubscriptionCancelled)
+	subs, cancels := teOf(h, provider.EventQueueSubscribed), teOf(h, provider.EventQueueSubscriptionCancelled)
 	if len(subs) != 2 || len(cancels) != 1 || cancels[0].SourceEventID != subs[0].EventID {
 		t.Fatalf("history %+v, want two subscriptions, the first cancelled", h)
 	}
-	if n := teCount(h, runtime.EventQueueEventDelivered, "Signal"); n != 2 {
+	if n := teCount(h, provider.EventQueueEventDelivered, "Signal"); n != 2 {
 		t.Fatalf("%d Signal messages in history, want both (one batch)", n)
 	}
 }
@@ -615,7 +616,7 @@ func teQueuesIsolated(t *testing.T, e renv) {
 	r.startFast(reg.Registry)
 	r.startOrch("inst-multi-q", "MultiQueue", "")
 	// Queue messages for an instance that does not exist yet are dropped: wait for it.
-	teWaitHistory(t, r, "inst-multi-q", "the instance to start", func(h []runtime.Event) bool { return len(h) > 0 })
+	teWaitHistory(t, r, "inst-multi-q", "the instance to start", func(h []provider.Event) bool { return len(h) > 0 })
 	teRaise(t, r, "inst-multi-q", "orders", "positional")
 	for _, m := range [][2]string{{"payments", "pay_first"}, {"orders", "order_first"}, {"notifications", "alert_1"},
 		{"orders", "order_second"}, {"payments", "pay_second"}} {
@@ -640,8 +641,8 @@ func teQueueBeforeStartDropped(t *testing.T, e renv) {
 	}
 	finish := func(r *rig, instance string) {
 		t.Helper()
-		teWaitHistory(t, r, instance, "the first dequeue to time out", func(h []runtime.Event) bool {
-			return teCount(h, runtime.EventQueueSubscriptionCancelled, "") == 1 && teCount(h, runtime.EventQueueSubscribed, "pre-start-q") == 2
+		teWaitHistory(t, r, instance, "the first dequeue to time out", func(h []provider.Event) bool {
+			return teCount(h, provider.EventQueueSubscriptionCancelled, "") == 1 && teCount(h, provider.EventQueueSubscribed, "pre-start-q") == 2
 		})
 		teEnqueue(t, r, instance, "pre-start-q", "late")
 		completed(t, r.wait(instance), "timeout_as_expected,late")
@@ -754,7 +755,7 @@ func teCustomStatusLastWriteWins(t *testing.T, e renv) {
 	if st.CustomStatus == nil || *st.CustomStatus != "d" || st.CustomStatusVersion <= v1 {
 		t.Fatalf("final status %s version %d, want \"d\" above version %d", teCustom(st.CustomStatus), st.CustomStatusVersion, v1)
 	}
-	if n := countKind(r.history("cs-lww"), runtime.EventCustomStatusUpdated); n != 4 {
+	if n := countKind(r.history("cs-lww"), provider.EventCustomStatusUpdated); n != 4 {
 		t.Fatalf("%d CustomStatusUpdated events, want 4", n)
 	}
 }
@@ -856,7 +857,7 @@ func teCustomStatusOnFailure(t *testing.T, e renv) {
 	})
 	r.startFast(reg.Registry)
 	st := r.run("cs-fail", "FailWithStatus", "")
-	if d := failed(t, st); d.Kind != runtime.ErrorApplication || !strings.Contains(d.Message, "boom") {
+	if d := failed(t, st); d.Kind != provider.ErrorApplication || !strings.Contains(d.Message, "boom") {
 		t.Fatalf("failure %+v", d)
 	}
 	if st.CustomStatus == nil || *st.CustomStatus != "about-to-fail" {
@@ -883,7 +884,7 @@ func teCustomStatusSizeLimit(t *testing.T, e renv) {
 
 	st := r.wait("cs-oversize")
 	d := failed(t, st)
-	if d.Kind != runtime.ErrorConfiguration || d.ConfigKind != runtime.ConfigLimitExceeded {
+	if d.Kind != provider.ErrorConfiguration || d.ConfigKind != provider.ConfigLimitExceeded {
 		t.Fatalf("oversized status failed with %+v, want Configuration/LimitExceeded", d)
 	}
 	if st.CustomStatus != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -38,7 +39,7 @@ func rtOversizedActivityResult(t *testing.T, e renv) {
 		orch("CallsUnstorable", func(ctx *runtime.Context, in string) (string, error) {
 			_, err := ctx.ScheduleActivity("Unstorable", in).Get()
 			var ae *runtime.ActivityError
-			if !errors.As(err, &ae) || ae.Details == nil || ae.Details.AppKind != runtime.AppActivityFailed {
+			if !errors.As(err, &ae) || ae.Details == nil || ae.Details.AppKind != provider.AppActivityFailed {
 				return "unexpected", nil // fails the case below: the code must see an activity failure
 			}
 			return "", err
@@ -168,7 +169,7 @@ func failFastPanickingActivity(_ *runtime.ActivityContext, in string) (string, e
 
 // hasStack checks that details carry a stack naming fn and none of the runtime's
 // own panic handling, bounded.
-func hasStack(t *testing.T, d *runtime.ErrorDetails, fn string) {
+func hasStack(t *testing.T, d *provider.ErrorDetails, fn string) {
 	t.Helper()
 	if !strings.Contains(d.Stack, "conformance."+fn) {
 		t.Fatalf("stack does not name %s:\n%s", fn, d.Stack)
@@ -191,12 +192,12 @@ func rtOrchestrationPanicHasStack(t *testing.T, e renv) {
 	reg := newRegistry(t).act("Echo", echo).orch("Panics", failFastPanickingOrchestration)
 	r.startFast(reg.Registry)
 	d := failed(t, r.run("panics", "Panics", "x"))
-	if d.AppKind != runtime.AppPanicked || d.Message != "orchestration exploded on x" {
+	if d.AppKind != provider.AppPanicked || d.Message != "orchestration exploded on x" {
 		t.Fatalf("failure %+v, want Panicked with the panic value", d)
 	}
 	hasStack(t, d, "failFastPanickingOrchestration")
 	evs := r.history("panics")
-	if n := countKind(evs, runtime.EventOrchestrationFailed); n != 1 {
+	if n := countKind(evs, provider.EventOrchestrationFailed); n != 1 {
 		t.Fatalf("history has %d OrchestrationFailed events, want 1", n)
 	}
 	if last := evs[len(evs)-1]; last.Details == nil || last.Details.Stack != d.Stack {
@@ -216,7 +217,7 @@ func rtActivityPanicHasStack(t *testing.T, e renv) {
 			if !errors.As(err, &ae) || ae.Details == nil {
 				return "", errors.New("the activity's panic did not fail it")
 			}
-			if ae.Details.AppKind != runtime.AppPanicked || !strings.Contains(ae.Details.Stack, "conformance.failFastPanickingActivity") {
+			if ae.Details.AppKind != provider.AppPanicked || !strings.Contains(ae.Details.Stack, "conformance.failFastPanickingActivity") {
 				return "", errors.New("the activity's failure lacks its stack: " + ae.Details.DisplayMessage())
 			}
 			return "", err
@@ -243,7 +244,7 @@ func rtPoisonActivitySaysWhy(t *testing.T, e renv) {
 	})
 	r.startFast(reg.Registry, func(o *runtime.Options) { o.MaxAttempts = 2 })
 	d := failed(t, r.run("calls-missing", "CallsMissing", ""))
-	if d.Kind != runtime.ErrorPoison || d.PoisonType != runtime.PoisonActivity {
+	if d.Kind != provider.ErrorPoison || d.PoisonType != provider.PoisonActivity {
 		t.Fatalf("failure %+v, want an activity poison", d)
 	}
 	if msg := d.DisplayMessage(); !strings.Contains(msg, "MissingActivity") || !strings.Contains(msg, "not registered") {

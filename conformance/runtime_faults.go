@@ -13,6 +13,7 @@ import (
 
 	"github.com/duroq/duroq/runtime"
 	"github.com/duroq/duroq/runtime/faultprovider"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -125,7 +126,7 @@ type faultWorkload struct {
 
 // startFaults starts a runtime for the fault workload over p, tune adjusting its
 // options (nil: none).
-func startFaults(t *testing.T, e renv, p runtime.Provider, tune func(*runtime.Options)) *faultWorkload {
+func startFaults(t *testing.T, e renv, p provider.Provider, tune func(*runtime.Options)) *faultWorkload {
 	t.Helper()
 	w := &faultWorkload{r: &rig{t: t, P: p, C: runtime.NewClient(p), cache: e.cache}, run: faultRun{hooks: map[string][]string{}}}
 	w.h = w.r.startFast(faultRegistry(t), func(o *runtime.Options) {
@@ -170,7 +171,7 @@ func (w *faultWorkload) drive() faultRun {
 			}
 			for _, i := range mine {
 				err := c.StartOrchestration(ctx, faultRoot(i), "FaultRoot", strconv.Itoa(i))
-				for runtime.IsRetryable(err) && ctx.Err() == nil {
+				for provider.IsRetryable(err) && ctx.Err() == nil {
 					err = c.StartOrchestration(ctx, faultRoot(i), "FaultRoot", strconv.Itoa(i))
 				}
 				if err != nil {
@@ -238,7 +239,7 @@ func (run faultRun) check(t *testing.T) {
 			missingRoots = append(missingRoots, id)
 		case len(calls) > 1:
 			repeated = append(repeated, fmt.Sprintf("%s %v", id, calls))
-		case calls[0] != runtime.StatusCompleted:
+		case calls[0] != provider.StatusCompleted:
 			badStatus = append(badStatus, fmt.Sprintf("%s %v", id, calls))
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -133,8 +134,8 @@ func rtClosedProviderStopsRun(t *testing.T, e renv) {
 	select {
 	case err := <-h.done:
 		h.closed = true
-		if !errors.Is(err, runtime.ErrClosed) {
-			t.Fatalf("Run returned %v, want an error matching runtime.ErrClosed", err)
+		if !errors.Is(err, provider.ErrClosed) {
+			t.Fatalf("Run returned %v, want an error matching provider.ErrClosed", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return after its provider was closed")
@@ -182,7 +183,7 @@ func rtActivityIgnoringCancellationDoesNotHoldRun(t *testing.T, e renv) {
 	// The runtime's worker still waits for the activity: release it and let the
 	// worker settle it before the provider is closed.
 	close(release)
-	m, ok := r.P.(runtime.ManagedProvider)
+	m, ok := r.P.(provider.ManagedProvider)
 	if !ok {
 		return
 	}

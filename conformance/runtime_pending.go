@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // The Pending state (issue 14): a started instance whose first turn has not
 // committed reads Pending, not NotFound, and says why when runtimes gave its start
-// back. Providers without runtime.PendingStartReader keep NotFound, as documented.
+// back. Providers without provider.PendingStartReader keep NotFound, as documented.
 func init() {
 	registerRuntimeGroup(runtimeGroup{name: "Pending", cases: []runtimeCase{
 		{"StartedButNotRunIsPending", rtPendingStartedButNotRun},
@@ -23,12 +24,12 @@ func init() {
 
 // pendingReader returns the provider's PendingStartReader, or nil after checking
 // that without one a queued start reads NotFound.
-func pendingReader(t *testing.T, r *rig, instance string) runtime.PendingStartReader {
+func pendingReader(t *testing.T, r *rig, instance string) provider.PendingStartReader {
 	t.Helper()
-	pr, ok := r.P.(runtime.PendingStartReader)
+	pr, ok := r.P.(provider.PendingStartReader)
 	if !ok {
 		if st := pendingStatus(t, r, instance); st.State != runtime.StateNotFound {
-			t.Fatalf("a provider without runtime.PendingStartReader reports %+v for a queued start; want NotFound", st)
+			t.Fatalf("a provider without provider.PendingStartReader reports %+v for a queued start; want NotFound", st)
 		}
 	}
 	return pr
@@ -44,7 +45,7 @@ func pendingStatus(t *testing.T, r *rig, instance string) runtime.OrchestrationS
 }
 
 // pendingStart is PendingStart that fails the test on error.
-func pendingStart(t *testing.T, pr runtime.PendingStartReader, instance string) *runtime.PendingStart {
+func pendingStart(t *testing.T, pr provider.PendingStartReader, instance string) *provider.PendingStart {
 	t.Helper()
 	ps, err := pr.PendingStart(context.Background(), instance)
 	if err != nil {
@@ -96,9 +97,9 @@ func rtPendingProviderKeepsWhy(t *testing.T, e renv) {
 	enqueueOrch(t, r.P, externalRaised("pend-why", "Go", "x"), 0)
 	enqueueOrch(t, r.P, startItem("pend-why", "Checkout", "2.0.0", "cart"), 0)
 	pr := pendingReader(t, r, "pend-why")
-	ra, ok := r.P.(runtime.ReasonAbandoner)
+	ra, ok := r.P.(provider.ReasonAbandoner)
 	if pr == nil || !ok {
-		t.Skip("the provider does not implement both runtime.PendingStartReader and runtime.ReasonAbandoner")
+		t.Skip("the provider does not implement both provider.PendingStartReader and provider.ReasonAbandoner")
 	}
 	if ps := pendingStart(t, pr, "pend-nobody"); ps != nil {
 		t.Fatalf("PendingStart of an instance never started: %+v; want nil", ps)
@@ -146,8 +147,8 @@ func rtPendingProviderKeepsWhy(t *testing.T, e renv) {
 
 	// Once the first turn commits, the instance is Running and no start is pending.
 	item = mustFetchOrch(t, r.P, longLock, "the start of pend-why a fourth time")
-	ackOrch(t, r.P, item.LockToken, runtime.OrchestrationAck{ExecutionID: runtime.InitialExecutionID,
-		HistoryDelta: []runtime.Event{startedEvent(1, "Checkout", "2.0.0", "cart")}, Metadata: metadata("Checkout", "2.0.0")})
+	ackOrch(t, r.P, item.LockToken, provider.OrchestrationAck{ExecutionID: provider.InitialExecutionID,
+		HistoryDelta: []provider.Event{startedEvent(1, "Checkout", "2.0.0", "cart")}, Metadata: metadata("Checkout", "2.0.0")})
 	if ps := pendingStart(t, pr, "pend-why"); ps != nil {
 		t.Fatalf("PendingStart after the first turn committed: %+v; want nil", ps)
 	}

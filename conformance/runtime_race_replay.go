@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // The RaceReplay group ports duroxide's provider_validation/race_replay.rs (0.1.30/
@@ -55,45 +56,45 @@ type rrHist struct {
 }
 
 func newRRHist(instance, stamp string) rrHist {
-	return rrHist{instance: instance, x: runtime.InitialExecutionID, stamp: stamp, ts: time.Now().UnixMilli()}
+	return rrHist{instance: instance, x: provider.InitialExecutionID, stamp: stamp, ts: time.Now().UnixMilli()}
 }
 
 // ev completes e as event id of the execution, answering src (0: none).
-func (h rrHist) ev(id, src uint64, e runtime.Event) runtime.Event {
+func (h rrHist) ev(id, src uint64, e provider.Event) provider.Event {
 	e.EventID, e.SourceEventID = id, src
 	e.InstanceID, e.ExecutionID, e.TimestampMs, e.RuntimeVersion = h.instance, h.x, h.ts, h.stamp
 	return e
 }
 
-func (h rrHist) started(name, input string) runtime.Event {
-	return h.ev(1, 0, runtime.Event{Kind: runtime.EventOrchestrationStarted, Name: name, Version: runtime.DefaultVersion, Input: input})
+func (h rrHist) started(name, input string) provider.Event {
+	return h.ev(1, 0, provider.Event{Kind: provider.EventOrchestrationStarted, Name: name, Version: runtime.DefaultVersion, Input: input})
 }
 
-func (h rrHist) queueSub(id uint64) runtime.Event {
-	return h.ev(id, 0, runtime.Event{Kind: runtime.EventQueueSubscribed, Name: "q"})
+func (h rrHist) queueSub(id uint64) provider.Event {
+	return h.ev(id, 0, provider.Event{Kind: provider.EventQueueSubscribed, Name: "q"})
 }
 
-func (h rrHist) queueSubCancelled(id, src uint64) runtime.Event {
-	return h.ev(id, src, runtime.Event{Kind: runtime.EventQueueSubscriptionCancelled, Reason: "lost a select"})
+func (h rrHist) queueSubCancelled(id, src uint64) provider.Event {
+	return h.ev(id, src, provider.Event{Kind: provider.EventQueueSubscriptionCancelled, Reason: "lost a select"})
 }
 
-func (h rrHist) delivered(id uint64, data string) runtime.Event {
-	return h.ev(id, 0, runtime.Event{Kind: runtime.EventQueueEventDelivered, Name: "q", Data: data})
+func (h rrHist) delivered(id uint64, data string) provider.Event {
+	return h.ev(id, 0, provider.Event{Kind: provider.EventQueueEventDelivered, Name: "q", Data: data})
 }
 
-func (h rrHist) timer(id uint64, after time.Duration) runtime.Event {
-	return h.ev(id, 0, runtime.Event{Kind: runtime.EventTimerCreated, FireAtMs: h.ts + after.Milliseconds()})
+func (h rrHist) timer(id uint64, after time.Duration) provider.Event {
+	return h.ev(id, 0, provider.Event{Kind: provider.EventTimerCreated, FireAtMs: h.ts + after.Milliseconds()})
 }
 
-func (h rrHist) timerFired(id, src uint64, after time.Duration) runtime.Event {
-	return h.ev(id, src, runtime.Event{Kind: runtime.EventTimerFired, FireAtMs: h.ts + after.Milliseconds()})
+func (h rrHist) timerFired(id, src uint64, after time.Duration) provider.Event {
+	return h.ev(id, src, provider.Event{Kind: provider.EventTimerFired, FireAtMs: h.ts + after.Milliseconds()})
 }
 
 // rrMeta is the metadata a runtime acks a new execution with (pinned to stamp),
 // ending it with status and output when status is not empty.
-func rrMeta(name, stamp, status, output string) runtime.ExecutionMetadata {
-	pin := runtime.MustSemVer(stamp)
-	md := runtime.ExecutionMetadata{OrchestrationName: ptr(name), OrchestrationVersion: ptr(runtime.DefaultVersion), PinnedVersion: &pin}
+func rrMeta(name, stamp, status, output string) provider.ExecutionMetadata {
+	pin := provider.MustSemVer(stamp)
+	md := provider.ExecutionMetadata{OrchestrationName: ptr(name), OrchestrationVersion: ptr(runtime.DefaultVersion), PinnedVersion: &pin}
 	if status != "" {
 		md.Status, md.Output = ptr(status), ptr(output)
 	}
@@ -103,7 +104,7 @@ func rrMeta(name, stamp, status, output string) runtime.ExecutionMetadata {
 // rrSeed creates instance with the crafted history of its first execution, the
 // orchestrator messages items and metadata md, in one ack of a fetched start (the
 // way duroxide's cases persist their seeds).
-func rrSeed(t *testing.T, p runtime.Provider, history []runtime.Event, items []runtime.WorkItem, md runtime.ExecutionMetadata) {
+func rrSeed(t *testing.T, p provider.Provider, history []provider.Event, items []provider.WorkItem, md provider.ExecutionMetadata) {
 	t.Helper()
 	instance := history[0].InstanceID
 	enqueueOrch(t, p, startItem(instance, history[0].Name, history[0].Version, history[0].Input), 0)
@@ -111,59 +112,59 @@ func rrSeed(t *testing.T, p runtime.Provider, history []runtime.Event, items []r
 	if item.Instance != instance {
 		t.Fatalf("seed fetched instance %q, want %q", item.Instance, instance)
 	}
-	ackOrch(t, p, item.LockToken, runtime.OrchestrationAck{ExecutionID: runtime.InitialExecutionID,
+	ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: provider.InitialExecutionID,
 		HistoryDelta: history, OrchestratorItems: items, Metadata: md})
 }
 
 // rrCANItem is the message that starts the successor of a continued-as-new
 // "name" execution, carrying the unread queue message "carried".
-func rrCANItem(instance, name string) runtime.WorkItem {
-	return runtime.WorkItem{Kind: runtime.WorkContinueAsNew, Instance: instance, Name: name, Version: runtime.DefaultVersion,
-		Input: "next", CarryForward: []runtime.NameData{{Name: "q", Data: "carried"}}}
+func rrCANItem(instance, name string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkContinueAsNew, Instance: instance, Name: name, Version: runtime.DefaultVersion,
+		Input: "next", CarryForward: []provider.NameData{{Name: "q", Data: "carried"}}}
 }
 
 // rrCANTerminal is a first execution of name that continued as new with input
 // "next", stamped stamp.
-func rrCANTerminal(instance, name, stamp string) []runtime.Event {
+func rrCANTerminal(instance, name, stamp string) []provider.Event {
 	h := newRRHist(instance, stamp)
-	return []runtime.Event{h.started(name, "old"),
-		h.ev(2, 0, runtime.Event{Kind: runtime.EventOrchestrationContinuedAsNew, Input: "next"})}
+	return []provider.Event{h.started(name, "old"),
+		h.ev(2, 0, provider.Event{Kind: provider.EventOrchestrationContinuedAsNew, Input: "next"})}
 }
 
-func rrQueueItem(instance, data string) runtime.WorkItem {
-	return runtime.WorkItem{Kind: runtime.WorkQueueMessage, Instance: instance, Name: "q", Data: data}
+func rrQueueItem(instance, data string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkQueueMessage, Instance: instance, Name: "q", Data: data}
 }
 
 // rrSettled is how a runtime settled a fetched batch a probe watched.
 type rrSettled struct {
-	kinds []runtime.WorkItemKind // the batch's messages
-	acked bool                   // acked; else abandoned
-	delay time.Duration          // of an abandon
-	free  bool                   // an abandon that undid the attempt (shutdown, contention)
+	kinds []provider.WorkItemKind // the batch's messages
+	acked bool                    // acked; else abandoned
+	delay time.Duration           // of an abandon
+	free  bool                    // an abandon that undid the attempt (shutdown, contention)
 	at    time.Time
 }
 
-func (s rrSettled) has(k runtime.WorkItemKind) bool { return slices.Contains(s.kinds, k) }
+func (s rrSettled) has(k provider.WorkItemKind) bool { return slices.Contains(s.kinds, k) }
 
 // rrProbe wraps a provider to record how a runtime settles the batches holding a
 // watched message.
 type rrProbe struct {
-	runtime.Provider
-	watch func(runtime.WorkItem) bool
+	provider.Provider
+	watch func(provider.WorkItem) bool
 
 	mu      sync.Mutex
-	fetched map[string][]runtime.WorkItemKind // lock token → kinds of a watched batch
+	fetched map[string][]provider.WorkItemKind // lock token → kinds of a watched batch
 	settled []rrSettled
 }
 
-func newRRProbe(p runtime.Provider, watch func(runtime.WorkItem) bool) *rrProbe {
-	return &rrProbe{Provider: p, watch: watch, fetched: map[string][]runtime.WorkItemKind{}}
+func newRRProbe(p provider.Provider, watch func(provider.WorkItem) bool) *rrProbe {
+	return &rrProbe{Provider: p, watch: watch, fetched: map[string][]provider.WorkItemKind{}}
 }
 
-func (p *rrProbe) FetchOrchestrationItem(ctx context.Context, opts runtime.FetchOptions) (*runtime.OrchestrationItem, error) {
+func (p *rrProbe) FetchOrchestrationItem(ctx context.Context, opts provider.FetchOptions) (*provider.OrchestrationItem, error) {
 	item, err := p.Provider.FetchOrchestrationItem(ctx, opts)
 	if item != nil && slices.ContainsFunc(item.Messages, p.watch) {
-		kinds := make([]runtime.WorkItemKind, len(item.Messages))
+		kinds := make([]provider.WorkItemKind, len(item.Messages))
 		for i, m := range item.Messages {
 			kinds[i] = m.Kind
 		}
@@ -184,7 +185,7 @@ func (p *rrProbe) record(token string, s rrSettled) {
 	}
 }
 
-func (p *rrProbe) AckOrchestrationItem(ctx context.Context, token string, ack runtime.OrchestrationAck) error {
+func (p *rrProbe) AckOrchestrationItem(ctx context.Context, token string, ack provider.OrchestrationAck) error {
 	err := p.Provider.AckOrchestrationItem(ctx, token, ack)
 	if err == nil {
 		p.record(token, rrSettled{acked: true})
@@ -192,7 +193,7 @@ func (p *rrProbe) AckOrchestrationItem(ctx context.Context, token string, ack ru
 	return err
 }
 
-func (p *rrProbe) AbandonOrchestrationItem(ctx context.Context, token string, delay runtime.Duration, ignoreAttempt bool) error {
+func (p *rrProbe) AbandonOrchestrationItem(ctx context.Context, token string, delay provider.Duration, ignoreAttempt bool) error {
 	err := p.Provider.AbandonOrchestrationItem(ctx, token, delay, ignoreAttempt)
 	if err == nil {
 		p.record(token, rrSettled{delay: delay, free: ignoreAttempt})
@@ -259,7 +260,7 @@ func rrWait(t *testing.T, r *rig, instance, why string, probe *rrProbe) runtime.
 }
 
 // rrRead reads one execution's history.
-func rrRead(t *testing.T, r *rig, instance string, x uint64) []runtime.Event {
+func rrRead(t *testing.T, r *rig, instance string, x uint64) []provider.Event {
 	t.Helper()
 	h, err := r.P.ReadWithExecution(context.Background(), instance, x)
 	if err != nil {
@@ -269,14 +270,14 @@ func rrRead(t *testing.T, r *rig, instance string, x uint64) []runtime.Event {
 }
 
 // rrKinds renders a history compactly for failure messages.
-func rrKinds(h []runtime.Event) string {
+func rrKinds(h []provider.Event) string {
 	parts := make([]string, len(h))
 	for i, e := range h {
 		s := fmt.Sprintf("%d:%s", e.EventID, e.Kind)
 		if e.SourceEventID != 0 {
 			s += fmt.Sprintf("(src %d)", e.SourceEventID)
 		}
-		if e.Data != "" || e.Kind == runtime.EventQueueEventDelivered {
+		if e.Data != "" || e.Kind == provider.EventQueueEventDelivered {
 			s += "=" + e.Data
 		}
 		parts[i] = s
@@ -285,10 +286,10 @@ func rrKinds(h []runtime.Event) string {
 }
 
 // rrDelivered lists the data of the QueueEventDelivered events of queue q.
-func rrDelivered(h []runtime.Event) []string {
+func rrDelivered(h []provider.Event) []string {
 	var out []string
 	for _, e := range h {
-		if e.Kind == runtime.EventQueueEventDelivered && e.Name == "q" {
+		if e.Kind == provider.EventQueueEventDelivered && e.Name == "q" {
 			out = append(out, e.Data)
 		}
 	}
@@ -296,7 +297,7 @@ func rrDelivered(h []runtime.Event) []string {
 }
 
 // rrSameHistory fails the test unless got is exactly want (every field, as written).
-func rrSameHistory(t *testing.T, what string, got, want []runtime.Event) {
+func rrSameHistory(t *testing.T, what string, got, want []provider.Event) {
 	t.Helper()
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s: the provider returned a history that differs from what was written:\n got %+v\nwant %+v", what, got, want)
@@ -321,11 +322,11 @@ func rrDuplicateStartPreservesPinnedHandler(t *testing.T, e renv) {
 			r := e.rig(t)
 			instance := "rr-pinned-handler-" + dup
 			h := newRRHist(instance, runtime.Version)
-			seed := []runtime.Event{h.started("Original", "original-input"),
-				h.ev(2, 0, runtime.Event{Kind: runtime.EventActivityScheduled, Name: "tick", Input: "v1"})}
-			rrSeed(t, r.P, seed, []runtime.WorkItem{
-				{Kind: runtime.WorkStartOrchestration, Instance: instance, ExecutionID: 1, Name: dup, Input: "wrong-input"},
-				{Kind: runtime.WorkActivityCompleted, Instance: instance, ExecutionID: 1, ID: 2, Result: "ok"},
+			seed := []provider.Event{h.started("Original", "original-input"),
+				h.ev(2, 0, provider.Event{Kind: provider.EventActivityScheduled, Name: "tick", Input: "v1"})}
+			rrSeed(t, r.P, seed, []provider.WorkItem{
+				{Kind: provider.WorkStartOrchestration, Instance: instance, ExecutionID: 1, Name: dup, Input: "wrong-input"},
+				{Kind: provider.WorkActivityCompleted, Instance: instance, ExecutionID: 1, ID: 2, Result: "ok"},
 			}, rrMeta("Original", runtime.Version, "", ""))
 			reg := newRegistry(t).act("tick", echo).
 				orchV("Original", "1.0.0", func(ctx *runtime.Context, in string) (string, error) {
@@ -346,8 +347,8 @@ func rrDuplicateStartPreservesPinnedHandler(t *testing.T, e renv) {
 			st := rrWait(t, r, instance, "the duplicate start must be inert", nil)
 			completed(t, st, "v1:original-input")
 			hist := r.history(instance)
-			if hist[0].ExecutionID != 1 || countKind(hist, runtime.EventOrchestrationStarted) != 1 ||
-				countKind(hist, runtime.EventActivityScheduled) != 1 {
+			if hist[0].ExecutionID != 1 || countKind(hist, provider.EventOrchestrationStarted) != 1 ||
+				countKind(hist, provider.EventActivityScheduled) != 1 {
 				t.Fatalf("history after the duplicate start: %s; want execution 1 with one start and one activity", rrKinds(hist))
 			}
 			if !reflect.DeepEqual(hist[:2], seed) {
@@ -371,10 +372,10 @@ func rrContinueAsNewUnregisteredBackoff(t *testing.T, e renv) {
 	const backoff = 2 * time.Second // the window; the successor cannot start sooner
 	r := e.rig(t)
 	seed := rrCANTerminal(instance, "RollingSuccessor", runtime.Version)
-	rrSeed(t, r.P, seed, []runtime.WorkItem{rrCANItem(instance, "RollingSuccessor")},
-		rrMeta("RollingSuccessor", runtime.Version, runtime.StatusContinuedAsNew, "next"))
+	rrSeed(t, r.P, seed, []provider.WorkItem{rrCANItem(instance, "RollingSuccessor")},
+		rrMeta("RollingSuccessor", runtime.Version, provider.StatusContinuedAsNew, "next"))
 
-	oldNode := newRRProbe(r.P, func(m runtime.WorkItem) bool { return m.Kind == runtime.WorkContinueAsNew })
+	oldNode := newRRProbe(r.P, func(m provider.WorkItem) bool { return m.Kind == provider.WorkContinueAsNew })
 	other := newRegistry(t).orch("Other", func(*runtime.Context, string) (string, error) { return "other", nil })
 	old := r.startOn(oldNode, other.Registry, func(o *runtime.Options) {
 		o.OrchestrationConcurrency, o.UnregisteredBackoff = 1, backoff
@@ -408,7 +409,7 @@ func rrContinueAsNewUnregisteredBackoff(t *testing.T, e renv) {
 	if err := r.C.EnqueueEvent(context.Background(), instance, "q", "late"); err != nil {
 		t.Fatal(err)
 	}
-	newNode := newRRProbe(r.P, func(m runtime.WorkItem) bool { return m.Kind == runtime.WorkQueueMessage })
+	newNode := newRRProbe(r.P, func(m provider.WorkItem) bool { return m.Kind == provider.WorkQueueMessage })
 	reg := newRegistry(t).orch("RollingSuccessor", func(ctx *runtime.Context, _ string) (string, error) {
 		if x := ctx.ExecutionID(); x != 2 {
 			return "", fmt.Errorf("RollingSuccessor ran in execution %d", x)
@@ -424,13 +425,13 @@ func rrContinueAsNewUnregisteredBackoff(t *testing.T, e renv) {
 	st := rrWait(t, r, instance, "the successor and the message sent during the backoff must survive the rolling node", newNode)
 	completed(t, st, "carried,late")
 	x2 := rrRead(t, r, instance, 2)
-	if s := x2[0]; s.Name != "RollingSuccessor" || s.Input != "next" || !slices.Equal(s.CarryForward, []runtime.NameData{{Name: "q", Data: "carried"}}) {
+	if s := x2[0]; s.Name != "RollingSuccessor" || s.Input != "next" || !slices.Equal(s.CarryForward, []provider.NameData{{Name: "q", Data: "carried"}}) {
 		t.Fatalf("execution 2 started as %+v", s)
 	}
 	if got := rrDelivered(x2); !slices.Equal(got, []string{"late"}) {
 		t.Fatalf("execution 2 received %q, want [late] exactly once", got)
 	}
-	if _, alone := newNode.find(func(s rrSettled) bool { return !s.has(runtime.WorkContinueAsNew) }); !alone {
+	if _, alone := newNode.find(func(s rrSettled) bool { return !s.has(provider.WorkContinueAsNew) }); !alone {
 		t.Logf("the successor start was visible again before the late message was fetched: the window was not exercised")
 	}
 }
@@ -452,17 +453,17 @@ func rrContinueAsNewDuplicateStart(t *testing.T, e renv) {
 			const child = parent + "::can-child"
 			if collision {
 				h := newRRHist(parent, rrOldStamp)
-				rrSeed(t, r.P, []runtime.Event{h.started("CollisionParent", ""),
-					h.ev(2, 0, runtime.Event{Kind: runtime.EventSubOrchestrationScheduled, Name: "Transition", Instance: child, Input: "duplicate"}),
+				rrSeed(t, r.P, []provider.Event{h.started("CollisionParent", ""),
+					h.ev(2, 0, provider.Event{Kind: provider.EventSubOrchestrationScheduled, Name: "Transition", Instance: child, Input: "duplicate"}),
 				}, nil, rrMeta("CollisionParent", rrOldStamp, "", ""))
 			}
-			dup := runtime.WorkItem{Kind: runtime.WorkStartOrchestration, Instance: child, ExecutionID: 1, Name: "WrongHandler", Input: "duplicate"}
+			dup := provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: child, ExecutionID: 1, Name: "WrongHandler", Input: "duplicate"}
 			if collision {
 				dup.ParentInstance, dup.ParentID, dup.ParentExecutionID = parent, 2, 1
 			}
 			seed := rrCANTerminal(child, "Transition", rrOldStamp)
-			rrSeed(t, r.P, seed, []runtime.WorkItem{dup, rrCANItem(child, "Transition"), rrQueueItem(child, "late")},
-				rrMeta("Transition", rrOldStamp, runtime.StatusContinuedAsNew, "next"))
+			rrSeed(t, r.P, seed, []provider.WorkItem{dup, rrCANItem(child, "Transition"), rrQueueItem(child, "late")},
+				rrMeta("Transition", rrOldStamp, provider.StatusContinuedAsNew, "next"))
 			reg := newRegistry(t).
 				orch("Transition", func(ctx *runtime.Context, in string) (string, error) {
 					if x := ctx.ExecutionID(); x != 2 {
@@ -495,7 +496,7 @@ func rrContinueAsNewDuplicateStart(t *testing.T, e renv) {
 				t.Fatalf("the duplicate start changed execution 1: %s", rrKinds(x1))
 			}
 			x2 := rrRead(t, r, child, 2)
-			if s := x2[0]; s.Kind != runtime.EventOrchestrationStarted || s.Name != "Transition" || s.Input != "next" || s.ParentInstance != "" {
+			if s := x2[0]; s.Kind != provider.EventOrchestrationStarted || s.Name != "Transition" || s.Input != "next" || s.ParentInstance != "" {
 				t.Fatalf("execution 2 started as %+v; want the successor Transition(next)", s)
 			}
 			if latest := r.history(child); latest[0].ExecutionID != 2 {
@@ -534,25 +535,25 @@ func rrContinueAsNewTransitionDelivery(t *testing.T, e renv) {
 			r := e.rig(t)
 			instance := "rr-can-window-" + shape
 			late := rrQueueItem(instance, "late")
-			arrivals := []runtime.WorkItem{late}
+			arrivals := []provider.WorkItem{late}
 			switch shape {
 			case "mixed-stale":
 				arrivals = append(arrivals,
-					runtime.WorkItem{Kind: runtime.WorkActivityCompleted, Instance: instance, ExecutionID: 1, ID: 99, Result: "stale"},
-					runtime.WorkItem{Kind: runtime.WorkTimerFired, Instance: instance, ExecutionID: 1, ID: 100, FireAtMs: 1},
-					runtime.WorkItem{Kind: runtime.WorkSubOrchCompleted, Instance: "rr-stale-child", ParentInstance: instance,
+					provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: instance, ExecutionID: 1, ID: 99, Result: "stale"},
+					provider.WorkItem{Kind: provider.WorkTimerFired, Instance: instance, ExecutionID: 1, ID: 100, FireAtMs: 1},
+					provider.WorkItem{Kind: provider.WorkSubOrchCompleted, Instance: "rr-stale-child", ParentInstance: instance,
 						ParentExecutionID: 1, ParentID: 101, Result: "stale"})
 			case "signal":
 				arrivals = append(arrivals, externalRaised(instance, "signal", "answer"))
 			case "cancel":
-				arrivals = append(arrivals, runtime.WorkItem{Kind: runtime.WorkCancelInstance, Instance: instance, Reason: "requested-during-CAN"})
+				arrivals = append(arrivals, provider.WorkItem{Kind: provider.WorkCancelInstance, Instance: instance, Reason: "requested-during-CAN"})
 			case "future-completion":
-				arrivals = []runtime.WorkItem{{Kind: runtime.WorkActivityCompleted, Instance: instance, ExecutionID: 2, ID: 99, Result: "unmatched"}}
+				arrivals = []provider.WorkItem{{Kind: provider.WorkActivityCompleted, Instance: instance, ExecutionID: 2, ID: 99, Result: "unmatched"}}
 			case "stale-only":
-				arrivals = []runtime.WorkItem{{Kind: runtime.WorkActivityCompleted, Instance: instance, ExecutionID: 1, ID: 99, Result: "stale"}}
+				arrivals = []provider.WorkItem{{Kind: provider.WorkActivityCompleted, Instance: instance, ExecutionID: 1, ID: 99, Result: "stale"}}
 			}
 			seed := rrCANTerminal(instance, "Transition", rrOldStamp)
-			rrSeed(t, r.P, seed, arrivals, rrMeta("Transition", rrOldStamp, runtime.StatusContinuedAsNew, "next"))
+			rrSeed(t, r.P, seed, arrivals, rrMeta("Transition", rrOldStamp, provider.StatusContinuedAsNew, "next"))
 
 			reg := newRegistry(t).orch("Transition", func(ctx *runtime.Context, _ string) (string, error) {
 				if ctx.ExecutionID() == 1 {
@@ -599,7 +600,7 @@ func rrContinueAsNewTransitionDelivery(t *testing.T, e renv) {
 				}
 				return strings.Join(values, ","), nil
 			})
-			probe := newRRProbe(r.P, func(m runtime.WorkItem) bool { return m.Kind != runtime.WorkContinueAsNew })
+			probe := newRRProbe(r.P, func(m provider.WorkItem) bool { return m.Kind != provider.WorkContinueAsNew })
 			r.startOn(probe, reg.Registry)
 			rrUntil(t, waitTimeout, "the runtime to settle the arrivals while execution 1 has no successor", func() bool {
 				_, ok := probe.find(func(rrSettled) bool { return true })
@@ -612,8 +613,8 @@ func rrContinueAsNewTransitionDelivery(t *testing.T, e renv) {
 			case "signal":
 				rrUntil(t, rrDeadline, "execution 2 to bind its wait and receive the window's signal", func() bool {
 					h := r.history(instance)
-					return h[0].ExecutionID == 2 && cnvSubscribed("signal")(h) && slices.ContainsFunc(h, func(e runtime.Event) bool {
-						return e.Kind == runtime.EventExternalEvent && e.Name == "signal" && e.Data == "answer"
+					return h[0].ExecutionID == 2 && cnvSubscribed("signal")(h) && slices.ContainsFunc(h, func(e provider.Event) bool {
+						return e.Kind == provider.EventExternalEvent && e.Name == "signal" && e.Data == "answer"
 					})
 				}, probe)
 				cnvRaise(t, r, instance, "signal", "fresh")
@@ -621,7 +622,7 @@ func rrContinueAsNewTransitionDelivery(t *testing.T, e renv) {
 				// The successor keeps running until the completion is consumed, then
 				// gets what it needs to finish.
 				rrUntil(t, rrDeadline, "the runtime to consume the completion", func() bool {
-					_, ok := probe.find(func(s rrSettled) bool { return s.acked && s.has(runtime.WorkActivityCompleted) })
+					_, ok := probe.find(func(s rrSettled) bool { return s.acked && s.has(provider.WorkActivityCompleted) })
 					return ok
 				}, probe)
 				if shape == "stale-only" {
@@ -644,12 +645,12 @@ func rrContinueAsNewTransitionDelivery(t *testing.T, e renv) {
 				t.Fatal("execution 2 never started")
 			}
 			if s := x2[0]; s.Name != "Transition" || s.Input != "next" || s.RuntimeVersion != runtime.Version ||
-				!slices.Equal(s.CarryForward, []runtime.NameData{{Name: "q", Data: "carried"}}) {
+				!slices.Equal(s.CarryForward, []provider.NameData{{Name: "q", Data: "carried"}}) {
 				t.Fatalf("execution 2 started as %+v; want Transition(next) stamped %s carrying [q:carried] (execution 1 is stamped %s)",
 					s, runtime.Version, rrOldStamp)
 			}
 			for _, ev := range x2 {
-				if (ev.Kind == runtime.EventActivityCompleted || ev.Kind == runtime.EventTimerFired || ev.Kind == runtime.EventSubOrchestrationCompleted) &&
+				if (ev.Kind == provider.EventActivityCompleted || ev.Kind == provider.EventTimerFired || ev.Kind == provider.EventSubOrchestrationCompleted) &&
 					ev.SourceEventID >= 99 && shape != "race" {
 					t.Fatalf("a completion of another execution, or of nothing scheduled, was applied to execution 2: %+v", ev)
 				}
@@ -657,7 +658,7 @@ func rrContinueAsNewTransitionDelivery(t *testing.T, e renv) {
 			switch shape {
 			case "cancel":
 				d := failed(t, st)
-				if d.Kind != runtime.ErrorApplication || d.AppKind != runtime.AppCancelled || d.Reason != "requested-during-CAN" {
+				if d.Kind != provider.ErrorApplication || d.AppKind != provider.AppCancelled || d.Reason != "requested-during-CAN" {
 					t.Fatalf("cancelled successor failed with %+v; want Cancelled(requested-during-CAN)", d)
 				}
 				return
@@ -671,7 +672,7 @@ func rrContinueAsNewTransitionDelivery(t *testing.T, e renv) {
 				completed(t, st, "carried,late|answer")
 				n := 0
 				for _, ev := range x2 {
-					if ev.Kind == runtime.EventExternalEvent && ev.Name == "signal" && ev.Data == "answer" {
+					if ev.Kind == provider.EventExternalEvent && ev.Name == "signal" && ev.Data == "answer" {
 						n++
 					}
 				}
@@ -744,7 +745,7 @@ func rrQueueRaceCancellationReplay(t *testing.T, e renv) {
 			r := e.rig(t)
 			instance := "rr-queue-race-" + shape
 			h := newRRHist(instance, rrOldStamp)
-			history := []runtime.Event{h.started("QueueRace", shape)}
+			history := []provider.Event{h.started("QueueRace", shape)}
 			want := "first,second"
 			switch shape {
 			case "q1":
@@ -760,8 +761,8 @@ func rrQueueRaceCancellationReplay(t *testing.T, e renv) {
 				want = "first"
 			}
 			checkpoint := uint64(len(history) + 1)
-			history = append(history, h.ev(checkpoint, 0, runtime.Event{Kind: runtime.EventActivityScheduled, Name: "checkpoint", Input: want}))
-			rrSeed(t, r.P, history, []runtime.WorkItem{{Kind: runtime.WorkActivityCompleted, Instance: instance,
+			history = append(history, h.ev(checkpoint, 0, provider.Event{Kind: provider.EventActivityScheduled, Name: "checkpoint", Input: want}))
+			rrSeed(t, r.P, history, []provider.WorkItem{{Kind: provider.WorkActivityCompleted, Instance: instance,
 				ExecutionID: 1, ID: checkpoint, Result: "ok"}}, rrMeta("QueueRace", rrOldStamp, "", ""))
 			rrSameHistory(t, "read", rrRead(t, r, instance, 1), history)
 
@@ -773,8 +774,8 @@ func rrQueueRaceCancellationReplay(t *testing.T, e renv) {
 			}
 			rrSameHistory(t, "read after the replay", final[:len(history)], history)
 			done, end := final[len(history)], final[len(history)+1]
-			if done.Kind != runtime.EventActivityCompleted || done.SourceEventID != checkpoint || done.Result != "ok" ||
-				end.Kind != runtime.EventOrchestrationCompleted || end.Output != want || end.RuntimeVersion != runtime.Version {
+			if done.Kind != provider.EventActivityCompleted || done.SourceEventID != checkpoint || done.Result != "ok" ||
+				end.Kind != provider.EventOrchestrationCompleted || end.Output != want || end.RuntimeVersion != runtime.Version {
 				t.Fatalf("replay appended %+v and %+v", done, end)
 			}
 		})
@@ -814,11 +815,11 @@ func rrContinueAsNewQueueRaceReplay(t *testing.T, e renv) {
 			r := e.rig(t)
 			instance := "rr-can-race-" + c.shape
 			h := newRRHist(instance, rrOldStamp)
-			seed := []runtime.Event{h.started("CombinedRace", c.shape), h.queueSub(2), h.timer(3, 10*time.Millisecond)}
+			seed := []provider.Event{h.started("CombinedRace", c.shape), h.queueSub(2), h.timer(3, 10*time.Millisecond)}
 			// The timer is due already, so it is visible with the messages and fetched
 			// first; replay matches a timer by position, not by deadline.
 			seed[2].FireAtMs = 1
-			items := []runtime.WorkItem{{Kind: runtime.WorkTimerFired, Instance: instance, ExecutionID: 1, ID: 3, FireAtMs: 1},
+			items := []provider.WorkItem{{Kind: provider.WorkTimerFired, Instance: instance, ExecutionID: 1, ID: 3, FireAtMs: 1},
 				rrQueueItem(instance, "m1")}
 			if c.shape == "can-drain" || c.shape == "can-held-nonprefix" {
 				items = append(items, rrQueueItem(instance, "m2"))
@@ -851,7 +852,7 @@ func rrContinueAsNewQueueRaceReplay(t *testing.T, e renv) {
 			if c.carried == nil {
 				rrUntil(t, rrDeadline, "execution 2 to wait on its queue", func() bool {
 					h := r.history(instance)
-					return h[0].ExecutionID == 2 && countKind(h, runtime.EventQueueSubscribed) == 1
+					return h[0].ExecutionID == 2 && countKind(h, provider.EventQueueSubscribed) == 1
 				})
 				if err := r.C.EnqueueEvent(context.Background(), instance, "q", "m3"); err != nil {
 					t.Fatal(err)
@@ -860,7 +861,7 @@ func rrContinueAsNewQueueRaceReplay(t *testing.T, e renv) {
 			completed(t, rrWait(t, r, instance, "unread messages must be carried across continue-as-new", nil), c.want)
 			x1 := rrRead(t, r, instance, 1)
 			rrSameHistory(t, "execution 1's recorded prefix", x1[:len(seed)], seed)
-			if end := cnvLast(x1); end.Kind != runtime.EventOrchestrationContinuedAsNew {
+			if end := cnvLast(x1); end.Kind != provider.EventOrchestrationContinuedAsNew {
 				t.Fatalf("execution 1 ends with %s", end.Kind)
 			}
 			var carried []string
@@ -886,7 +887,7 @@ func rrQueueReplayVersionStampRoundtrip(t *testing.T, e renv) {
 	const instance = "rr-stamp-roundtrip"
 	r := e.rig(t)
 	h := newRRHist(instance, rrOldStamp)
-	seed := []runtime.Event{h.started("TestOrch", "{}")}
+	seed := []provider.Event{h.started("TestOrch", "{}")}
 	rrSeed(t, r.P, seed, nil, rrMeta("TestOrch", rrOldStamp, "", ""))
 	rrSameHistory(t, "read_with_execution", rrRead(t, r, instance, 1), seed)
 	rrSameHistory(t, "read", r.history(instance), seed)
@@ -940,7 +941,7 @@ func rrPositionalWaitRaceReplay(t *testing.T, e renv) {
 	r.startFast(newRegistry(t).orch("LiveSignalRace", rrLiveSignalRace).Registry)
 	r.startOrch(instance, "LiveSignalRace", "")
 	waits := func(n int) func() bool {
-		return func() bool { return countKind(r.history(instance), runtime.EventExternalSubscribed) >= n }
+		return func() bool { return countKind(r.history(instance), provider.EventExternalSubscribed) >= n }
 	}
 	eventually(t, "the first wait to be recorded", waits(1))
 	cnvRaise(t, r, instance, "s", "one")
@@ -951,7 +952,7 @@ func rrPositionalWaitRaceReplay(t *testing.T, e renv) {
 
 	history := r.history(instance)
 	end := cnvLast(history)
-	if end.Kind != runtime.EventOrchestrationCompleted {
+	if end.Kind != provider.EventOrchestrationCompleted {
 		t.Fatalf("history ends with %s", end.Kind)
 	}
 	body := history[:len(history)-1]
@@ -959,11 +960,11 @@ func rrPositionalWaitRaceReplay(t *testing.T, e renv) {
 	for i := range 2 {
 		res := runtime.RunTurn(runtime.Turn{Instance: instance, ExecutionID: end.ExecutionID, History: body,
 			Now: time.UnixMilli(end.TimestampMs), RuntimeVersion: runtime.Version}, rrLiveSignalRace)
-		if res.Status != runtime.StatusCompleted || res.Output != st.Output {
+		if res.Status != provider.StatusCompleted || res.Output != st.Output {
 			t.Fatalf("replay %d: %s %q (%s); live run completed with %q; history %s",
 				i+1, res.Status, res.Output, res.Failure.DisplayMessage(), st.Output, rrKinds(body))
 		}
-		if len(res.NewEvents) != 1 || res.NewEvents[0].Kind != runtime.EventOrchestrationCompleted ||
+		if len(res.NewEvents) != 1 || res.NewEvents[0].Kind != provider.EventOrchestrationCompleted ||
 			res.NewEvents[0].EventID != end.EventID || res.NewEvents[0].Output != end.Output {
 			t.Fatalf("replay %d decided %s; want only the recorded end %d:%s", i+1, rrKinds(res.NewEvents), end.EventID, end.Kind)
 		}
@@ -1017,40 +1018,40 @@ func rrLegacyQueueRaceDecisionPreserved(t *testing.T, e renv) {
 			instance := "rr-legacy-decision-" + stamp
 			h := newRRHist(instance, stamp)
 			start := h.started("LegacyCompetition", "")
-			res := runtime.RunTurn(runtime.Turn{Instance: instance, ExecutionID: 1, History: []runtime.Event{start},
+			res := runtime.RunTurn(runtime.Turn{Instance: instance, ExecutionID: 1, History: []provider.Event{start},
 				Now: time.UnixMilli(h.ts), RuntimeVersion: stamp}, rrLegacyCompetition)
-			if res.Status != runtime.StatusRunning || len(res.NewEvents) != 4 {
+			if res.Status != provider.StatusRunning || len(res.NewEvents) != 4 {
 				t.Fatalf("first turn: %s %s", res.Status, rrKinds(res.NewEvents))
 			}
-			history := append([]runtime.Event{start}, res.NewEvents...)
-			var items []runtime.WorkItem
+			history := append([]provider.Event{start}, res.NewEvents...)
+			var items []provider.WorkItem
 			for i := range history {
-				if ev := &history[i]; ev.Kind == runtime.EventTimerCreated {
+				if ev := &history[i]; ev.Kind == provider.EventTimerCreated {
 					ev.FireAtMs = 1 // due now; replay matches a timer by position, not by deadline
-					items = append(items, runtime.WorkItem{Kind: runtime.WorkTimerFired, Instance: instance, ExecutionID: 1, ID: ev.EventID, FireAtMs: 1})
+					items = append(items, provider.WorkItem{Kind: provider.WorkTimerFired, Instance: instance, ExecutionID: 1, ID: ev.EventID, FireAtMs: 1})
 				}
 			}
 			if len(items) != 2 {
 				t.Fatalf("first turn created %d timers, want 2", len(items))
 			}
-			items = []runtime.WorkItem{items[0], rrQueueItem(instance, "first"), items[1]}
+			items = []provider.WorkItem{items[0], rrQueueItem(instance, "first"), items[1]}
 			rrSeed(t, r.P, history, items, rrMeta("LegacyCompetition", stamp, "", ""))
 
 			item := mustFetchOrch(t, r.P, longLock, "the competition's turn")
 			rrSameHistory(t, "fetch", item.History, history)
-			var kinds []runtime.WorkItemKind
+			var kinds []provider.WorkItemKind
 			for _, m := range item.Messages {
 				kinds = append(kinds, m.Kind)
 			}
-			if !slices.Equal(kinds, []runtime.WorkItemKind{runtime.WorkTimerFired, runtime.WorkQueueMessage, runtime.WorkTimerFired}) {
+			if !slices.Equal(kinds, []provider.WorkItemKind{provider.WorkTimerFired, provider.WorkQueueMessage, provider.WorkTimerFired}) {
 				t.Fatalf("fetched messages %+v; want timer, queue message, timer in enqueue order", item.Messages)
 			}
 			turn := runtime.RunTurn(runtime.Turn{Instance: instance, ExecutionID: 1, History: item.History, Messages: item.Messages,
 				KVSnapshot: item.KVSnapshot, Now: time.Now(), RuntimeVersion: runtime.Version}, rrLegacyCompetition)
-			if turn.Status != runtime.StatusRunning || len(turn.WorkerItems) != 1 || turn.WorkerItems[0].Name != "checkpoint" {
+			if turn.Status != provider.StatusRunning || len(turn.WorkerItems) != 1 || turn.WorkerItems[0].Name != "checkpoint" {
 				t.Fatalf("competition turn: %s %s work %+v (%s)", turn.Status, rrKinds(turn.NewEvents), turn.WorkerItems, turn.Failure.DisplayMessage())
 			}
-			ackOrch(t, r.P, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1, HistoryDelta: turn.NewEvents,
+			ackOrch(t, r.P, item.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: turn.NewEvents,
 				WorkerItems: turn.WorkerItems, OrchestratorItems: turn.OrchestratorItems, CancelledActivities: turn.CancelledActivities})
 
 			r.startFast(newRegistry(t).act("checkpoint", echo).orch("LegacyCompetition", rrLegacyCompetition).Registry)

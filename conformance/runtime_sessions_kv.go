@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // Sessions, activity tags, the instance KV store and ScheduleActivityWithRetry, end
@@ -88,8 +89,8 @@ func skvNode(id string) func(*runtime.Options) {
 }
 
 // tags sets the runtime's worker tag filter.
-func skvTags(mode runtime.TagMode, ts ...string) func(*runtime.Options) {
-	return func(o *runtime.Options) { o.WorkerTags = runtime.TagFilter{Mode: mode, Tags: ts} }
+func skvTags(mode provider.TagMode, ts ...string) func(*runtime.Options) {
+	return func(o *runtime.Options) { o.WorkerTags = provider.TagFilter{Mode: mode, Tags: ts} }
 }
 
 // skvShortSessions makes sessions lapse quickly: a session unused for 700 ms is idle,
@@ -128,19 +129,19 @@ func skvJoin(ctx *runtime.Context, fs []*runtime.Future) ([]string, error) {
 
 // skvShape abbreviates the activity and timer events of a history, in order: S
 // scheduled, F failed, C completed, T timer created, t timer fired.
-func skvShape(evs []runtime.Event) string {
+func skvShape(evs []provider.Event) string {
 	var parts []string
 	for _, e := range evs {
 		switch e.Kind {
-		case runtime.EventActivityScheduled:
+		case provider.EventActivityScheduled:
 			parts = append(parts, "S")
-		case runtime.EventActivityFailed:
+		case provider.EventActivityFailed:
 			parts = append(parts, "F")
-		case runtime.EventActivityCompleted:
+		case provider.EventActivityCompleted:
 			parts = append(parts, "C")
-		case runtime.EventTimerCreated:
+		case provider.EventTimerCreated:
 			parts = append(parts, "T")
-		case runtime.EventTimerFired:
+		case provider.EventTimerFired:
 			parts = append(parts, "t")
 		}
 	}
@@ -211,7 +212,7 @@ func rtSKVSessionAffinityAcrossTwoRuntimes(t *testing.T, e renv) {
 	h := r.history("affinity")
 	n := map[string]int{}
 	for _, ev := range h {
-		if ev.Kind == runtime.EventActivityScheduled {
+		if ev.Kind == provider.EventActivityScheduled {
 			n[ev.SessionID]++
 		}
 	}
@@ -455,7 +456,7 @@ func rtSKVTaggedActivityRunsOnMatchingWorker(t *testing.T, e renv) {
 			return res[0] + "," + res[1], nil
 		})
 	r.startFast(reg.Registry, skvNode("cpu-node"))
-	r.startFast(reg.Registry, skvNode("gpu-node"), skvTags(runtime.TagOnly, "gpu"))
+	r.startFast(reg.Registry, skvNode("gpu-node"), skvTags(provider.TagOnly, "gpu"))
 	completed(t, r.run("tagged", "Pipeline", "0"), "gpu@gpu-node,@cpu-node")
 	runs := log.all()
 	if len(runs) != 12 {
@@ -469,7 +470,7 @@ func rtSKVTaggedActivityRunsOnMatchingWorker(t *testing.T, e renv) {
 	}
 	tagged := 0
 	for _, ev := range r.history("tagged") {
-		if ev.Kind == runtime.EventActivityScheduled && ev.Tag == "gpu" {
+		if ev.Kind == provider.EventActivityScheduled && ev.Tag == "gpu" {
 			tagged++
 		}
 	}
@@ -498,7 +499,7 @@ func rtSKVTaggedActivityStarvesWithoutMatchingWorker(t *testing.T, e renv) {
 	if runs.Load() != 0 {
 		t.Fatalf("the gpu activity ran %d times on a DefaultOnly runtime", runs.Load())
 	}
-	if n := countKind(r.history("starve"), runtime.EventActivityCancelRequested); n != 1 {
+	if n := countKind(r.history("starve"), provider.EventActivityCancelRequested); n != 1 {
 		t.Fatalf("%d ActivityCancelRequested events, want 1", n)
 	}
 	if admin, err := r.C.Admin(); err == nil {
@@ -522,10 +523,10 @@ func rtSKVTagNoneRunsOrchestrationsOnly(t *testing.T, e renv) {
 		orch("Delegate", func(ctx *runtime.Context, in string) (string, error) {
 			return ctx.ScheduleActivity("Work", in).Get()
 		})
-	r.startFast(reg.Registry, skvNode("orchestrator-only"), skvTags(runtime.TagNone))
+	r.startFast(reg.Registry, skvNode("orchestrator-only"), skvTags(provider.TagNone))
 	r.startOrch("delegate", "Delegate", "job")
 	eventually(t, "the orchestrator-only runtime to run the first turn", func() bool {
-		return countKind(r.history("delegate"), runtime.EventActivityScheduled) == 1
+		return countKind(r.history("delegate"), provider.EventActivityScheduled) == 1
 	})
 	// Absence needs a window: the activity stays queued while only TagNone runs.
 	time.Sleep(300 * time.Millisecond)
@@ -562,8 +563,8 @@ func rtSKVTagDefaultAndRunsUntaggedAndListed(t *testing.T, e renv) {
 			res, err := skvJoin(ctx, fs)
 			return strconv.Itoa(len(res)), err
 		})
-	r.startFast(reg.Registry, skvNode("mixed-node"), skvTags(runtime.TagDefaultAnd, "gpu"))
-	r.startFast(reg.Registry, skvNode("tpu-node"), skvTags(runtime.TagOnly, "tpu"))
+	r.startFast(reg.Registry, skvNode("mixed-node"), skvTags(provider.TagDefaultAnd, "gpu"))
+	r.startFast(reg.Registry, skvNode("tpu-node"), skvTags(provider.TagOnly, "tpu"))
 	completed(t, r.run("mixed", "Mixed", ""), "9")
 	for _, a := range log.all() {
 		want := "mixed-node"
@@ -594,13 +595,13 @@ func rtSKVTagLengthLimit(t *testing.T, e renv) {
 		orch("Tagged", func(ctx *runtime.Context, in string) (string, error) {
 			return ctx.ScheduleActivity("Op", in, runtime.WithTag(in)).Get()
 		})
-	r.startFast(reg.Registry, skvTags(runtime.TagOnly, boundary))
+	r.startFast(reg.Registry, skvTags(provider.TagOnly, boundary))
 	completed(t, r.run("tag-boundary", "Tagged", boundary), "ran")
 	d := failed(t, r.run("tag-oversized", "Tagged", boundary+"x"))
-	if d.Kind != runtime.ErrorConfiguration || d.ConfigKind != runtime.ConfigLimitExceeded {
+	if d.Kind != provider.ErrorConfiguration || d.ConfigKind != provider.ConfigLimitExceeded {
 		t.Fatalf("oversized tag failure %+v, want Configuration/LimitExceeded", d)
 	}
-	if n := countKind(r.history("tag-oversized"), runtime.EventActivityScheduled); n != 0 {
+	if n := countKind(r.history("tag-oversized"), provider.EventActivityScheduled); n != 0 {
 		t.Fatalf("the oversized tag was scheduled %d times", n)
 	}
 	if runs := log.all(); len(runs) != 1 || runs[0].tag != boundary {
@@ -883,7 +884,7 @@ func rtSKVKVLimits(t *testing.T, e renv) {
 			completed(t, st, c.want)
 			continue
 		}
-		if d := failed(t, st); d.Kind != runtime.ErrorConfiguration || d.ConfigKind != runtime.ConfigLimitExceeded {
+		if d := failed(t, st); d.Kind != provider.ErrorConfiguration || d.ConfigKind != provider.ConfigLimitExceeded {
 			t.Fatalf("%s failed with %+v, want Configuration/LimitExceeded", c.id, d)
 		}
 	}
@@ -951,7 +952,7 @@ func rtSKVRetrySucceedsAfterFailures(t *testing.T, e renv) {
 	}
 	delays := []time.Duration{}
 	for _, ev := range h {
-		if ev.Kind == runtime.EventTimerCreated {
+		if ev.Kind == provider.EventTimerCreated {
 			delays = append(delays, time.Duration(ev.FireAtMs-ev.TimestampMs)*time.Millisecond)
 		}
 	}
@@ -984,7 +985,7 @@ func rtSKVRetryExhaustionReturnsLastError(t *testing.T, e renv) {
 			_, err := ctx.ScheduleActivityWithRetry("Broken", "", runtime.RetryPolicy{MaxAttempts: attempts,
 				Backoff: runtime.FixedBackoff{Interval: 10 * time.Millisecond}}).Get()
 			var ae *runtime.ActivityError
-			if !errors.As(err, &ae) || ae.Name != "Broken" || ae.Details == nil || ae.Details.AppKind != runtime.AppActivityFailed {
+			if !errors.As(err, &ae) || ae.Name != "Broken" || ae.Details == nil || ae.Details.AppKind != provider.AppActivityFailed {
 				return "", fmt.Errorf("error %v is not the activity's failure", err)
 			}
 			return "last: " + ae.Details.Message, nil
@@ -1047,10 +1048,10 @@ func rtSKVRetryTimeoutIsNotRetried(t *testing.T, e renv) {
 		t.Fatalf("activity ran %d times, want 2 (a failure, then a timeout that is not retried)", n)
 	}
 	h := r.history("retry-timeout")
-	if n := countKind(h, runtime.EventActivityScheduled); n != 2 {
+	if n := countKind(h, provider.EventActivityScheduled); n != 2 {
 		t.Fatalf("%d ActivityScheduled events, want 2", n)
 	}
-	if n := countKind(h, runtime.EventActivityCancelRequested); n != 1 {
+	if n := countKind(h, provider.EventActivityCancelRequested); n != 1 {
 		t.Fatalf("%d ActivityCancelRequested events, want 1 (the timed-out attempt)", n)
 	}
 	eventually(t, "the timed-out attempt to be cancelled", cancelled.Load)
@@ -1087,7 +1088,7 @@ func rtSKVRetryOnSessionKeepsAttemptsOnOneWorker(t *testing.T, e renv) {
 		}
 	}
 	for _, ev := range r.history("session-retry") {
-		if ev.Kind == runtime.EventActivityScheduled && ev.SessionID != "retry-session" {
+		if ev.Kind == provider.EventActivityScheduled && ev.SessionID != "retry-session" {
 			t.Fatalf("attempt scheduled without the session: %+v", ev)
 		}
 	}
@@ -1115,7 +1116,7 @@ func rtSKVRetryBackoffIsDurableAcrossRestart(t *testing.T, e renv) {
 	first := r.startFast(reg.Registry, skvNode("first"))
 	r.startOrch("durable-backoff", "DurableBackoff", "")
 	eventually(t, "the backoff timer to be recorded", func() bool {
-		return countKind(r.history("durable-backoff"), runtime.EventTimerCreated) == 1
+		return countKind(r.history("durable-backoff"), provider.EventTimerCreated) == 1
 	})
 	first.stop()
 	if first.err != nil {

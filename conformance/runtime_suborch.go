@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -36,7 +37,7 @@ func init() {
 }
 
 // subAdmin returns the management API, or nil (logged) when the provider has none.
-func subAdmin(t *testing.T, r *rig) runtime.ProviderAdmin {
+func subAdmin(t *testing.T, r *rig) provider.ProviderAdmin {
 	t.Helper()
 	a, err := r.C.Admin()
 	if errors.Is(err, runtime.ErrManagementUnavailable) {
@@ -50,8 +51,8 @@ func subAdmin(t *testing.T, r *rig) runtime.ProviderAdmin {
 }
 
 // subFind returns the events of kind k.
-func subFind(evs []runtime.Event, k runtime.EventKind) []runtime.Event {
-	var out []runtime.Event
+func subFind(evs []provider.Event, k provider.EventKind) []provider.Event {
+	var out []provider.Event
 	for _, e := range evs {
 		if e.Kind == k {
 			out = append(out, e)
@@ -61,16 +62,16 @@ func subFind(evs []runtime.Event, k runtime.EventKind) []runtime.Event {
 }
 
 // subStarted returns the OrchestrationStarted event of an execution's history.
-func subStarted(t *testing.T, evs []runtime.Event) runtime.Event {
+func subStarted(t *testing.T, evs []provider.Event) provider.Event {
 	t.Helper()
-	if len(evs) == 0 || evs[0].Kind != runtime.EventOrchestrationStarted {
+	if len(evs) == 0 || evs[0].Kind != provider.EventOrchestrationStarted {
 		t.Fatalf("history does not start with OrchestrationStarted: %+v", evs)
 	}
 	return evs[0]
 }
 
 // subParentLink asserts the parent link recorded in a child's OrchestrationStarted.
-func subParentLink(t *testing.T, evs []runtime.Event, parent string, parentID, parentExec uint64) {
+func subParentLink(t *testing.T, evs []provider.Event, parent string, parentID, parentExec uint64) {
 	t.Helper()
 	s := subStarted(t, evs)
 	if s.ParentInstance != parent || s.ParentID != parentID || s.ParentExecutionID != parentExec {
@@ -86,7 +87,7 @@ func subCancelled(t *testing.T, what string, st runtime.OrchestrationStatus, rea
 		t.Fatalf("%s: status %s output %q, want Failed (cancelled)", what, st.State, st.Output)
 	}
 	d := st.Failure
-	if d.Kind != runtime.ErrorApplication || d.AppKind != runtime.AppCancelled || (reason != "" && d.Reason != reason) {
+	if d.Kind != provider.ErrorApplication || d.AppKind != provider.AppCancelled || (reason != "" && d.Reason != reason) {
 		t.Fatalf("%s: failure %+v, want Application/Cancelled reason %q", what, d, reason)
 	}
 }
@@ -96,12 +97,12 @@ func subCancelled(t *testing.T, what string, st runtime.OrchestrationStatus, rea
 func subWaitSubscribed(t *testing.T, r *rig, instance string) {
 	t.Helper()
 	eventually(t, instance+" to subscribe to its event", func() bool {
-		return countKind(r.history(instance), runtime.EventExternalSubscribed) > 0
+		return countKind(r.history(instance), provider.EventExternalSubscribed) > 0
 	})
 }
 
 // subChildren lists instance's children through the admin API, sorted.
-func subChildren(t *testing.T, a runtime.ProviderAdmin, instance string) []string {
+func subChildren(t *testing.T, a provider.ProviderAdmin, instance string) []string {
 	t.Helper()
 	ids, err := a.ListChildren(context.Background(), instance)
 	if err != nil {
@@ -112,7 +113,7 @@ func subChildren(t *testing.T, a runtime.ProviderAdmin, instance string) []strin
 }
 
 // subParent reads instance's parent through the admin API.
-func subParent(t *testing.T, a runtime.ProviderAdmin, instance string) string {
+func subParent(t *testing.T, a provider.ProviderAdmin, instance string) string {
 	t.Helper()
 	p, err := a.GetParentID(context.Background(), instance)
 	if err != nil {
@@ -157,8 +158,8 @@ func rtSubBasic(t *testing.T, e renv) {
 	}
 
 	ph := r.history("inst-sub-basic")
-	want := []runtime.EventKind{runtime.EventOrchestrationStarted, runtime.EventSubOrchestrationScheduled,
-		runtime.EventSubOrchestrationCompleted, runtime.EventOrchestrationCompleted}
+	want := []provider.EventKind{provider.EventOrchestrationStarted, provider.EventSubOrchestrationScheduled,
+		provider.EventSubOrchestrationCompleted, provider.EventOrchestrationCompleted}
 	if len(ph) != len(want) {
 		t.Fatalf("parent history has %d events, want %d: %+v", len(ph), len(want), ph)
 	}
@@ -238,10 +239,10 @@ func rtSubFanOut(t *testing.T, e renv) {
 	completed(t, r.run("inst-sub-fan", "ParentFan", ""), "total=25") // sum of 2i+1 for i < 5
 
 	ph := r.history("inst-sub-fan")
-	scheduled := subFind(ph, runtime.EventSubOrchestrationScheduled)
-	if len(scheduled) != n || countKind(ph, runtime.EventSubOrchestrationCompleted) != n {
+	scheduled := subFind(ph, provider.EventSubOrchestrationScheduled)
+	if len(scheduled) != n || countKind(ph, provider.EventSubOrchestrationCompleted) != n {
 		t.Fatalf("parent history: %d scheduled, %d completed, want %d each", len(scheduled),
-			countKind(ph, runtime.EventSubOrchestrationCompleted), n)
+			countKind(ph, provider.EventSubOrchestrationCompleted), n)
 	}
 	var ids []string
 	for i, s := range scheduled {
@@ -316,7 +317,7 @@ func rtSubExplicitInstanceID(t *testing.T, e renv) {
 	completed(t, r.run("inst-explicit", "Parent", "p"), "my-explicit-child:p")
 	completed(t, r.wait("my-explicit-child"), "my-explicit-child:p")
 	subParentLink(t, r.history("my-explicit-child"), "inst-explicit", 2, 1)
-	if s := subFind(r.history("inst-explicit"), runtime.EventSubOrchestrationScheduled); len(s) != 1 || s[0].Instance != "my-explicit-child" {
+	if s := subFind(r.history("inst-explicit"), provider.EventSubOrchestrationScheduled); len(s) != 1 || s[0].Instance != "my-explicit-child" {
 		t.Fatalf("parent recorded %+v, want one child my-explicit-child", s)
 	}
 	if st, err := r.C.Status(context.Background(), "inst-explicit::sub::2"); err != nil || st.State != runtime.StateNotFound {
@@ -358,7 +359,7 @@ func rtSubVersionedChild(t *testing.T, e renv) {
 	r := e.rig(t)
 	r.startFast(build().Registry)
 	completed(t, r.run("inst-sub-vers", "ParentVers", ""), "c1@1.0.0|c2@2.0.0|c2@2.0.0")
-	sched := subFind(r.history("inst-sub-vers"), runtime.EventSubOrchestrationScheduled)
+	sched := subFind(r.history("inst-sub-vers"), provider.EventSubOrchestrationScheduled)
 	if len(sched) != 3 {
 		t.Fatalf("%d children scheduled, want 3", len(sched))
 	}
@@ -406,7 +407,7 @@ func rtSubChildFailureHandled(t *testing.T, e renv) {
 				if want := fmt.Sprintf("%s::sub::%d", ctx.InstanceID(), i+2); se.Instance != want {
 					return "", fmt.Errorf("child %d: error names instance %q, want %q", i, se.Instance, want)
 				}
-				if se.Details.Kind != runtime.ErrorApplication {
+				if se.Details.Kind != provider.ErrorApplication {
 					return "", fmt.Errorf("child %d: details kind %s", i, se.Details.Kind)
 				}
 				parts = append(parts, se.Details.AppKind+":"+se.Details.Message)
@@ -419,14 +420,14 @@ func rtSubChildFailureHandled(t *testing.T, e renv) {
 		"OrchestrationFailed:child exploded on x|Panicked:child panic x|compensated x")
 
 	d := failed(t, r.wait("inst-sub-fail::sub::2"))
-	if d.AppKind != runtime.AppOrchestrationFailed || d.Message != "child exploded on x" {
+	if d.AppKind != provider.AppOrchestrationFailed || d.Message != "child exploded on x" {
 		t.Fatalf("failing child's failure %+v", d)
 	}
-	if d := failed(t, r.wait("inst-sub-fail::sub::3")); d.AppKind != runtime.AppPanicked {
+	if d := failed(t, r.wait("inst-sub-fail::sub::3")); d.AppKind != provider.AppPanicked {
 		t.Fatalf("panicking child's failure %+v", d)
 	}
 	ph := r.history("inst-sub-fail")
-	fails := subFind(ph, runtime.EventSubOrchestrationFailed)
+	fails := subFind(ph, provider.EventSubOrchestrationFailed)
 	if len(fails) != 2 {
 		t.Fatalf("parent history has %d SubOrchestrationFailed, want 2", len(fails))
 	}
@@ -454,7 +455,7 @@ func rtSubChildFailureUnhandled(t *testing.T, e renv) {
 		})
 	r.startFast(reg.Registry)
 	d := failed(t, r.run("inst-unhandled", "GrandParent", ""))
-	if d.Kind != runtime.ErrorApplication || d.AppKind != runtime.AppOrchestrationFailed || !strings.Contains(d.Message, "disk full") {
+	if d.Kind != provider.ErrorApplication || d.AppKind != provider.AppOrchestrationFailed || !strings.Contains(d.Message, "disk full") {
 		t.Fatalf("grandparent failure %+v", d)
 	}
 	// The failure travelled up two levels, each naming the child that failed.
@@ -494,11 +495,11 @@ func rtSubDetachedStart(t *testing.T, e renv) {
 	completed(t, r.wait("W2"), "B")
 
 	ph := r.history("CoordinatorRoot")
-	chained := subFind(ph, runtime.EventOrchestrationChained)
+	chained := subFind(ph, provider.EventOrchestrationChained)
 	if len(chained) != 2 || chained[0].Instance != "W1" || chained[1].Instance != "W2" || chained[0].Name != "Chained" || chained[1].Input != "B" {
 		t.Fatalf("OrchestrationChained events %+v", chained)
 	}
-	if n := countKind(ph, runtime.EventSubOrchestrationScheduled) + countKind(ph, runtime.EventSubOrchestrationCompleted); n != 0 {
+	if n := countKind(ph, provider.EventSubOrchestrationScheduled) + countKind(ph, provider.EventSubOrchestrationCompleted); n != 0 {
 		t.Fatalf("detached starts recorded %d sub-orchestration events", n)
 	}
 	for _, w := range []string{"W1", "W2"} {
@@ -530,8 +531,8 @@ func rtSubDetachedSameTurn(t *testing.T, e renv) {
 	r.startFast(reg.Registry)
 	completed(t, r.run("inst-detach-end", "Parent", ""), "ok")
 	ph := r.history("inst-detach-end")
-	want := []runtime.EventKind{runtime.EventOrchestrationStarted, runtime.EventOrchestrationChained,
-		runtime.EventOrchestrationChained, runtime.EventOrchestrationCompleted}
+	want := []provider.EventKind{provider.EventOrchestrationStarted, provider.EventOrchestrationChained,
+		provider.EventOrchestrationChained, provider.EventOrchestrationCompleted}
 	if len(ph) != len(want) {
 		t.Fatalf("parent history %+v, want %v", ph, want)
 	}
@@ -743,12 +744,12 @@ func rtSubCancelParentCascades(t *testing.T, e renv) {
 	}
 	subCancelled(t, "parent", r.wait("inst-cancel"), "by_test")
 	ph := r.history("inst-cancel")
-	if c := subFind(ph, runtime.EventOrchestrationCancelRequested); len(c) != 1 || c[0].Reason != "by_test" {
+	if c := subFind(ph, provider.EventOrchestrationCancelRequested); len(c) != 1 || c[0].Reason != "by_test" {
 		t.Fatalf("parent cancel requests %+v", c)
 	}
 	for _, c := range children {
 		subCancelled(t, c, r.wait(c), "parent canceled")
-		if countKind(r.history(c), runtime.EventOrchestrationCancelRequested) != 1 {
+		if countKind(r.history(c), provider.EventOrchestrationCancelRequested) != 1 {
 			t.Fatalf("child %s history has no OrchestrationCancelRequested: %+v", c, r.history(c))
 		}
 	}
@@ -760,7 +761,7 @@ func rtSubCancelParentCascades(t *testing.T, e renv) {
 		})
 	}
 	after := r.history("inst-cancel")
-	if len(after) != len(ph) || after[len(after)-1].Kind != runtime.EventOrchestrationFailed {
+	if len(after) != len(ph) || after[len(after)-1].Kind != provider.EventOrchestrationFailed {
 		t.Fatalf("parent history changed after it ended: %+v", after)
 	}
 	subCancelled(t, "parent", r.wait("inst-cancel"), "by_test")
@@ -795,9 +796,9 @@ func rtSubCancelChildDirectly(t *testing.T, e renv) {
 		t.Fatalf("parent: %s %q (failure %s)", st.State, st.Output, st.Failure.DisplayMessage())
 	}
 	subCancelled(t, "child", r.wait(child), "by_test_child")
-	fails := subFind(r.history("inst-chdirect"), runtime.EventSubOrchestrationFailed)
+	fails := subFind(r.history("inst-chdirect"), provider.EventSubOrchestrationFailed)
 	if len(fails) != 1 || fails[0].SourceEventID != 2 || fails[0].Details == nil ||
-		fails[0].Details.AppKind != runtime.AppCancelled || fails[0].Details.Reason != "by_test_child" {
+		fails[0].Details.AppKind != provider.AppCancelled || fails[0].Details.Reason != "by_test_child" {
 		t.Fatalf("parent SubOrchestrationFailed events %+v", fails)
 	}
 }
@@ -828,16 +829,16 @@ func rtSubSelectLoserCancelled(t *testing.T, e renv) {
 	} {
 		completed(t, r.run(c.parent, "SelectParent", c.explicit), "timer_won")
 		ph := r.history(c.parent)
-		sched := subFind(ph, runtime.EventSubOrchestrationScheduled)
+		sched := subFind(ph, provider.EventSubOrchestrationScheduled)
 		if len(sched) != 1 || sched[0].Instance != c.child {
 			t.Fatalf("%s scheduled %+v, want child %s", c.parent, sched, c.child)
 		}
-		cr := subFind(ph, runtime.EventSubOrchestrationCancelRequested)
+		cr := subFind(ph, provider.EventSubOrchestrationCancelRequested)
 		if len(cr) != 1 || cr[0].SourceEventID != sched[0].EventID {
 			t.Fatalf("%s cancel requests %+v, want one for event %d", c.parent, cr, sched[0].EventID)
 		}
 		subCancelled(t, c.child, r.wait(c.child), "")
-		if countKind(r.history(c.child), runtime.EventOrchestrationCancelRequested) != 1 {
+		if countKind(r.history(c.child), provider.EventOrchestrationCancelRequested) != 1 {
 			t.Fatalf("child %s has no OrchestrationCancelRequested", c.child)
 		}
 	}
@@ -901,12 +902,12 @@ func rtSubChildContinueAsNew(t *testing.T, e renv) {
 		}
 		subParentLink(t, h, "inst-child-can", 2, 1)
 		last := h[len(h)-1].Kind
-		if (x < 3 && last != runtime.EventOrchestrationContinuedAsNew) || (x == 3 && last != runtime.EventOrchestrationCompleted) {
+		if (x < 3 && last != provider.EventOrchestrationContinuedAsNew) || (x == 3 && last != provider.EventOrchestrationCompleted) {
 			t.Fatalf("child execution %d ends with %s", x, last)
 		}
 	}
 	ph := r.history("inst-child-can")
-	done := subFind(ph, runtime.EventSubOrchestrationCompleted)
+	done := subFind(ph, provider.EventSubOrchestrationCompleted)
 	if len(done) != 1 || done[0].Result != "done:3@3" || done[0].SourceEventID != 2 {
 		t.Fatalf("parent SubOrchestrationCompleted events %+v", done)
 	}

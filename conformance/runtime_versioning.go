@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -44,8 +45,8 @@ func init() {
 // cnvProbe wraps a provider to observe what a runtime does with it: fetches,
 // abandons, and the commits of watched orchestrator messages.
 type cnvProbe struct {
-	runtime.Provider
-	watch func(runtime.WorkItem) bool // nil: none
+	provider.Provider
+	watch func(provider.WorkItem) bool // nil: none
 
 	fetches      atomic.Int64 // completed FetchOrchestrationItem calls
 	orchAbandons atomic.Int64 // AbandonOrchestrationItem calls that kept the attempt
@@ -56,11 +57,11 @@ type cnvProbe struct {
 	pending map[string]int64 // lock token → watched messages of the item
 }
 
-func newCNVProbe(p runtime.Provider, watch func(runtime.WorkItem) bool) *cnvProbe {
+func newCNVProbe(p provider.Provider, watch func(provider.WorkItem) bool) *cnvProbe {
 	return &cnvProbe{Provider: p, watch: watch, pending: map[string]int64{}}
 }
 
-func (p *cnvProbe) FetchOrchestrationItem(ctx context.Context, opts runtime.FetchOptions) (*runtime.OrchestrationItem, error) {
+func (p *cnvProbe) FetchOrchestrationItem(ctx context.Context, opts provider.FetchOptions) (*provider.OrchestrationItem, error) {
 	item, err := p.Provider.FetchOrchestrationItem(ctx, opts)
 	p.fetches.Add(1)
 	if item != nil && p.watch != nil {
@@ -79,7 +80,7 @@ func (p *cnvProbe) FetchOrchestrationItem(ctx context.Context, opts runtime.Fetc
 	return item, err
 }
 
-func (p *cnvProbe) AckOrchestrationItem(ctx context.Context, token string, ack runtime.OrchestrationAck) error {
+func (p *cnvProbe) AckOrchestrationItem(ctx context.Context, token string, ack provider.OrchestrationAck) error {
 	err := p.Provider.AckOrchestrationItem(ctx, token, ack)
 	p.mu.Lock()
 	n := p.pending[token]
@@ -93,7 +94,7 @@ func (p *cnvProbe) AckOrchestrationItem(ctx context.Context, token string, ack r
 	return err
 }
 
-func (p *cnvProbe) AbandonOrchestrationItem(ctx context.Context, token string, delay runtime.Duration, ignoreAttempt bool) error {
+func (p *cnvProbe) AbandonOrchestrationItem(ctx context.Context, token string, delay provider.Duration, ignoreAttempt bool) error {
 	p.mu.Lock()
 	delete(p.pending, token)
 	p.mu.Unlock()
@@ -103,7 +104,7 @@ func (p *cnvProbe) AbandonOrchestrationItem(ctx context.Context, token string, d
 	return p.Provider.AbandonOrchestrationItem(ctx, token, delay, ignoreAttempt)
 }
 
-func (p *cnvProbe) AbandonWorkItem(ctx context.Context, token string, delay runtime.Duration, ignoreAttempt bool) error {
+func (p *cnvProbe) AbandonWorkItem(ctx context.Context, token string, delay provider.Duration, ignoreAttempt bool) error {
 	if !ignoreAttempt {
 		p.workAbandons.Add(1)
 	}
@@ -112,7 +113,7 @@ func (p *cnvProbe) AbandonWorkItem(ctx context.Context, token string, delay runt
 
 // startOn runs reg on a runtime over p (a probe wrapping the rig's provider) instead
 // of the rig's provider, with fastOptions adjusted by tune.
-func (r *rig) startOn(p runtime.Provider, reg *runtime.Registry, tune ...func(*runtime.Options)) *running {
+func (r *rig) startOn(p provider.Provider, reg *runtime.Registry, tune ...func(*runtime.Options)) *running {
 	r.t.Helper()
 	o := fastOptions()
 	for _, f := range tune {
@@ -133,9 +134,9 @@ func cnvPollsPass(t *testing.T, probe *cnvProbe) {
 
 // cnvWaitHistory waits until the latest execution's history satisfies cond and
 // returns it.
-func cnvWaitHistory(t *testing.T, r *rig, instance, what string, cond func([]runtime.Event) bool) []runtime.Event {
+func cnvWaitHistory(t *testing.T, r *rig, instance, what string, cond func([]provider.Event) bool) []provider.Event {
 	t.Helper()
-	var h []runtime.Event
+	var h []provider.Event
 	eventually(t, what, func() bool {
 		evs, err := r.P.Read(context.Background(), instance)
 		if err != nil {
@@ -148,10 +149,10 @@ func cnvWaitHistory(t *testing.T, r *rig, instance, what string, cond func([]run
 }
 
 // cnvSubscribed reports whether the history subscribed to external event name.
-func cnvSubscribed(name string) func([]runtime.Event) bool {
-	return func(h []runtime.Event) bool {
-		return slices.ContainsFunc(h, func(e runtime.Event) bool {
-			return e.Kind == runtime.EventExternalSubscribed && e.Name == name
+func cnvSubscribed(name string) func([]provider.Event) bool {
+	return func(h []provider.Event) bool {
+		return slices.ContainsFunc(h, func(e provider.Event) bool {
+			return e.Kind == provider.EventExternalSubscribed && e.Name == name
 		})
 	}
 }
@@ -178,16 +179,16 @@ func cnvStatus(t *testing.T, r *rig, instance string) runtime.OrchestrationStatu
 // exist: the latest is n (Status, Read), each history starts with
 // OrchestrationStarted and numbers its events from 1, and — when the provider has
 // the management API — ListExecutions and LatestExecutionID agree.
-func cnvExecutions(t *testing.T, r *rig, instance string, n int) [][]runtime.Event {
+func cnvExecutions(t *testing.T, r *rig, instance string, n int) [][]provider.Event {
 	t.Helper()
 	ctx := context.Background()
-	out := make([][]runtime.Event, n)
+	out := make([][]provider.Event, n)
 	for x := 1; x <= n; x++ {
 		h, err := r.P.ReadWithExecution(ctx, instance, uint64(x))
 		if err != nil {
 			t.Fatalf("read %s execution %d: %v", instance, x, err)
 		}
-		if len(h) == 0 || h[0].Kind != runtime.EventOrchestrationStarted {
+		if len(h) == 0 || h[0].Kind != provider.EventOrchestrationStarted {
 			t.Fatalf("execution %d of %s does not start with OrchestrationStarted: %+v", x, instance, h)
 		}
 		for i, e := range h {
@@ -200,7 +201,7 @@ func cnvExecutions(t *testing.T, r *rig, instance string, n int) [][]runtime.Eve
 	if st := cnvStatus(t, r, instance); st.ExecutionID != uint64(n) {
 		t.Fatalf("status execution id %d, want %d", st.ExecutionID, n)
 	}
-	if latest := r.history(instance); !slices.EqualFunc(latest, out[n-1], func(a, b runtime.Event) bool {
+	if latest := r.history(instance); !slices.EqualFunc(latest, out[n-1], func(a, b provider.Event) bool {
 		return a.Kind == b.Kind && a.EventID == b.EventID && a.ExecutionID == b.ExecutionID
 	}) {
 		t.Fatalf("Read does not return the latest execution's history")
@@ -230,7 +231,7 @@ func cnvExecutions(t *testing.T, r *rig, instance string, n int) [][]runtime.Eve
 }
 
 // cnvLast returns the last event of h.
-func cnvLast(h []runtime.Event) runtime.Event { return h[len(h)-1] }
+func cnvLast(h []provider.Event) provider.Event { return h[len(h)-1] }
 
 // ---- continue-as-new ----
 
@@ -263,13 +264,13 @@ func cnvCounter(t *testing.T, e renv) {
 		}
 		end := cnvLast(h)
 		if i < n {
-			if end.Kind != runtime.EventOrchestrationContinuedAsNew || end.Input != strconv.Itoa(i+1) {
+			if end.Kind != provider.EventOrchestrationContinuedAsNew || end.Input != strconv.Itoa(i+1) {
 				t.Fatalf("execution %d ends with %s input %q, want ContinuedAsNew with %d", i+1, end.Kind, end.Input, i+1)
 			}
-			if countKind(h, runtime.EventOrchestrationCompleted) != 0 {
+			if countKind(h, provider.EventOrchestrationCompleted) != 0 {
 				t.Fatalf("execution %d has a completion", i+1)
 			}
-		} else if end.Kind != runtime.EventOrchestrationCompleted || end.Output != "done:5" {
+		} else if end.Kind != provider.EventOrchestrationCompleted || end.Output != "done:5" {
 			t.Fatalf("last execution ends with %s %q", end.Kind, end.Output)
 		}
 	}
@@ -300,11 +301,11 @@ func cnvEventRoutesToLatest(t *testing.T, e renv) {
 	cnvRaise(t, r, "can-evt", "Go", "ok")
 	completed(t, r.wait("can-evt"), "ok@2")
 	execs := cnvExecutions(t, r, "can-evt", 2)
-	if countKind(execs[0], runtime.EventExternalEvent) != 0 || countKind(execs[1], runtime.EventExternalEvent) != 1 {
+	if countKind(execs[0], provider.EventExternalEvent) != 0 || countKind(execs[1], provider.EventExternalEvent) != 1 {
 		t.Fatalf("external events: %d in execution 1, %d in execution 2; want 0 and 1",
-			countKind(execs[0], runtime.EventExternalEvent), countKind(execs[1], runtime.EventExternalEvent))
+			countKind(execs[0], provider.EventExternalEvent), countKind(execs[1], provider.EventExternalEvent))
 	}
-	if end := cnvLast(execs[0]); end.Kind != runtime.EventOrchestrationContinuedAsNew || end.Input != "wait" {
+	if end := cnvLast(execs[0]); end.Kind != provider.EventOrchestrationContinuedAsNew || end.Input != "wait" {
 		t.Fatalf("execution 1 ends with %s %q", end.Kind, end.Input)
 	}
 }
@@ -364,18 +365,18 @@ func cnvCarriesState(t *testing.T, e renv) {
 		t.Fatalf("final custom status %v, want gen-1 (carried, never reset)", st.CustomStatus)
 	}
 	execs := cnvExecutions(t, r, "can-carry", 2)
-	if got := countKind(execs[0], runtime.EventQueueEventDelivered); got != 3 {
+	if got := countKind(execs[0], provider.EventQueueEventDelivered); got != 3 {
 		t.Fatalf("execution 1 received %d queue messages, want 3", got)
 	}
 	s2 := execs[1][0]
-	want := []runtime.NameData{{Name: "inbox", Data: "m2"}, {Name: "inbox", Data: "m3"}}
+	want := []provider.NameData{{Name: "inbox", Data: "m2"}, {Name: "inbox", Data: "m3"}}
 	if !slices.Equal(s2.CarryForward, want) {
 		t.Fatalf("execution 2 carried %+v, want %+v", s2.CarryForward, want)
 	}
 	if s2.InitialCustomStatus == nil || *s2.InitialCustomStatus != "gen-1" {
 		t.Fatalf("execution 2 starts with custom status %v, want gen-1", s2.InitialCustomStatus)
 	}
-	if countKind(execs[1], runtime.EventQueueEventDelivered) != 0 {
+	if countKind(execs[1], provider.EventQueueEventDelivered) != 0 {
 		t.Fatalf("execution 2 received queue messages itself; they should come from the carry-forward")
 	}
 	kv, err := r.C.KVAll(context.Background(), "can-carry")
@@ -415,23 +416,23 @@ func cnvStaleCompletions(t *testing.T, e renv) {
 			}
 			return ctx.ScheduleActivity("Work", "b").Get()
 		})
-	stale := func(m runtime.WorkItem) bool {
-		return m.Kind == runtime.WorkActivityCompleted && strings.HasPrefix(m.Result, "stale")
+	stale := func(m provider.WorkItem) bool {
+		return m.Kind == provider.WorkActivityCompleted && strings.HasPrefix(m.Result, "stale")
 	}
 	probe := newCNVProbe(r.P, stale)
 	r.startOn(probe, reg.Registry)
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
 	r.startOrch("can-stale", "Gen", "1")
-	h := cnvWaitHistory(t, r, "can-stale", "the second execution's activity", func(h []runtime.Event) bool {
-		return len(h) > 0 && h[0].ExecutionID == 2 && countKind(h, runtime.EventActivityScheduled) == 1
+	h := cnvWaitHistory(t, r, "can-stale", "the second execution's activity", func(h []provider.Event) bool {
+		return len(h) > 0 && h[0].ExecutionID == 2 && countKind(h, provider.EventActivityScheduled) == 1
 	})
 	id := h[1].EventID
-	if h[1].Kind != runtime.EventActivityScheduled || id != 2 {
+	if h[1].Kind != provider.EventActivityScheduled || id != 2 {
 		t.Fatalf("execution 2 event 2 is %s #%d", h[1].Kind, id)
 	}
 	ctx := context.Background()
 	for _, x := range []uint64{1, 99} {
-		item := runtime.WorkItem{Kind: runtime.WorkActivityCompleted, Instance: "can-stale", ExecutionID: x, ID: id,
+		item := provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: "can-stale", ExecutionID: x, ID: id,
 			Result: fmt.Sprintf("stale-x%d", x)}
 		if err := r.P.EnqueueForOrchestrator(ctx, item, 0); err != nil {
 			t.Fatal(err)
@@ -439,12 +440,12 @@ func cnvStaleCompletions(t *testing.T, e renv) {
 	}
 	eventually(t, "the stale completions to be processed", func() bool { return probe.watchedAcked.Load() == 2 })
 	h = r.history("can-stale")
-	if last := cnvLast(h); countKind(h, runtime.EventActivityCompleted) != 0 || last.IsTerminal() {
+	if last := cnvLast(h); countKind(h, provider.EventActivityCompleted) != 0 || last.IsTerminal() {
 		t.Fatalf("a completion of another execution reached execution 2: history %+v", h)
 	}
 	once.Do(func() { close(release) })
 	completed(t, r.wait("can-stale"), "fresh-b")
-	if n := countKind(r.history("can-stale"), runtime.EventActivityCompleted); n != 1 {
+	if n := countKind(r.history("can-stale"), provider.EventActivityCompleted); n != 1 {
 		t.Fatalf("%d activity completions in execution 2, want 1", n)
 	}
 }
@@ -729,7 +730,7 @@ func cnvCapabilitySkipsNewerPins(t *testing.T, e renv) {
 	// …but never the execution pinned to 0.9.0.
 	cnvPollsPass(t, probe)
 	st := cnvStatus(t, r, "cap-new")
-	if st.State != runtime.StateRunning || countKind(r.history("cap-new"), runtime.EventExternalEvent) != 0 {
+	if st.State != runtime.StateRunning || countKind(r.history("cap-new"), provider.EventExternalEvent) != 0 {
 		t.Fatalf("the 0.5.0 runtime ran an execution pinned to 0.9.0: %s, history %+v", st.State, r.history("cap-new"))
 	}
 
@@ -753,8 +754,8 @@ func cnvCapabilityRangesRoute(t *testing.T, e renv) {
 		cnvWaitHistory(t, r, c.id, c.id+" to subscribe", cnvSubscribed("go"))
 		h.stop()
 	}
-	rangeOf := func(lo, hi string) *runtime.CapabilityFilter {
-		return &runtime.CapabilityFilter{SupportedVersions: []runtime.SemVerRange{{Min: runtime.MustSemVer(lo), Max: runtime.MustSemVer(hi)}}}
+	rangeOf := func(lo, hi string) *provider.CapabilityFilter {
+		return &provider.CapabilityFilter{SupportedVersions: []provider.SemVerRange{{Min: provider.MustSemVer(lo), Max: provider.MustSemVer(hi)}}}
 	}
 	r.startFast(reg.Registry, func(o *runtime.Options) {
 		o.RuntimeVersion, o.SupportedVersions = "1.5.0", rangeOf("1.0.0", "1.99.99")
@@ -820,7 +821,7 @@ func cnvRollingActivity(t *testing.T, e renv) {
 	r.startOrch("roll-act", "RollingDeployOrch", "test-input")
 	eventually(t, "the old node to bounce NewActivity three times", func() bool { return probe.workAbandons.Load() >= 3 })
 	h := r.history("roll-act")
-	if st := cnvStatus(t, r, "roll-act"); st.State != runtime.StateRunning || countKind(h, runtime.EventActivityCompleted)+countKind(h, runtime.EventActivityFailed) != 0 {
+	if st := cnvStatus(t, r, "roll-act"); st.State != runtime.StateRunning || countKind(h, provider.EventActivityCompleted)+countKind(h, provider.EventActivityFailed) != 0 {
 		t.Fatalf("status %s, history %+v; want Running with the activity pending", st.State, h)
 	}
 	newReg := newRegistry(t).orch("RollingDeployOrch", orch).
@@ -841,7 +842,7 @@ func cnvPoisonFast(o *runtime.Options) {
 func cnvPoisoned(t *testing.T, st runtime.OrchestrationStatus, instance string) {
 	t.Helper()
 	d := failed(t, st)
-	if d.Kind != runtime.ErrorPoison || d.PoisonType != runtime.PoisonOrchestration || d.AttemptCount <= d.MaxAttempts || d.MaxAttempts != 3 {
+	if d.Kind != provider.ErrorPoison || d.PoisonType != provider.PoisonOrchestration || d.AttemptCount <= d.MaxAttempts || d.MaxAttempts != 3 {
 		t.Fatalf("%s failed with %+v, want Poison(Orchestration) with attempts above 3", instance, d)
 	}
 	if !strings.Contains(st.Failure.DisplayMessage(), "poison") {
@@ -862,7 +863,7 @@ func cnvUnknownOrchestrationPoison(t *testing.T, e renv) {
 		st := r.wait(c.id)
 		cnvPoisoned(t, st, c.id)
 		h := r.history(c.id)
-		if h[0].Kind != runtime.EventOrchestrationStarted || h[0].Name != c.name || cnvLast(h).Kind != runtime.EventOrchestrationFailed {
+		if h[0].Kind != provider.EventOrchestrationStarted || h[0].Name != c.name || cnvLast(h).Kind != provider.EventOrchestrationFailed {
 			t.Fatalf("%s history %+v", c.id, h)
 		}
 		if c.version != "" && st.Version != c.version {
@@ -887,10 +888,10 @@ func cnvCANMissingVersionPoison(t *testing.T, e renv) {
 	st := r.wait("can-missing")
 	cnvPoisoned(t, st, "can-missing")
 	execs := cnvExecutions(t, r, "can-missing", 2)
-	if end := cnvLast(execs[0]); end.Kind != runtime.EventOrchestrationContinuedAsNew || end.Input != "new-input" {
+	if end := cnvLast(execs[0]); end.Kind != provider.EventOrchestrationContinuedAsNew || end.Input != "new-input" {
 		t.Fatalf("execution 1 ends with %s %q", end.Kind, end.Input)
 	}
-	if s := execs[1][0]; s.Version != "3.0.0" || s.Input != "new-input" || cnvLast(execs[1]).Kind != runtime.EventOrchestrationFailed {
+	if s := execs[1][0]; s.Version != "3.0.0" || s.Input != "new-input" || cnvLast(execs[1]).Kind != provider.EventOrchestrationFailed {
 		t.Fatalf("execution 2: %+v", execs[1])
 	}
 }
@@ -908,18 +909,18 @@ func cnvUnknownActivityPoison(t *testing.T, e renv) {
 	st := r.run("unknown-activity", "SimpleOrch", "")
 	d := failed(t, st)
 	h := r.history("unknown-activity")
-	if n := countKind(h, runtime.EventActivityFailed); n != 1 {
+	if n := countKind(h, provider.EventActivityFailed); n != 1 {
 		t.Fatalf("%d ActivityFailed events, want 1", n)
 	}
 	for _, ev := range h {
-		if ev.Kind == runtime.EventActivityFailed {
-			if ev.Details == nil || ev.Details.Kind != runtime.ErrorPoison || ev.Details.PoisonType != runtime.PoisonActivity ||
+		if ev.Kind == provider.EventActivityFailed {
+			if ev.Details == nil || ev.Details.Kind != provider.ErrorPoison || ev.Details.PoisonType != provider.PoisonActivity ||
 				ev.Details.ActivityName != "UnknownActivity" || ev.Details.AttemptCount <= 3 {
 				t.Fatalf("activity failure %+v, want Poison(Activity UnknownActivity)", ev.Details)
 			}
 		}
 	}
-	if d.Kind != runtime.ErrorPoison || d.PoisonType != runtime.PoisonActivity || d.ActivityName != "UnknownActivity" {
+	if d.Kind != provider.ErrorPoison || d.PoisonType != provider.PoisonActivity || d.ActivityName != "UnknownActivity" {
 		t.Fatalf("orchestration failed with %s/%s %q, want the activity's Poison error (duroxide: system errors abort the turn)",
 			d.Kind, d.AppKind, d.DisplayMessage())
 	}

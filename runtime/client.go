@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // State is the coarse state of an orchestration instance.
@@ -38,7 +40,7 @@ type OrchestrationStatus struct {
 	// Output is the result of a Completed instance.
 	Output string
 	// Failure describes why a Failed instance failed.
-	Failure *ErrorDetails
+	Failure *provider.ErrorDetails
 	// CustomStatus is the last status the orchestration published (nil: none).
 	CustomStatus *string
 	// CustomStatusVersion counts the changes of CustomStatus (0: never set); pass it
@@ -63,16 +65,16 @@ var ErrManagementUnavailable = errors.New("runtime: provider has no management A
 // Client starts, signals, inspects and manages orchestrations through a Provider.
 // It is safe for concurrent use and needs no running Runtime in its process.
 type Client struct {
-	p      Provider
+	p      provider.Provider
 	notify *completions // set for a runtime's own client: wakes waiters without polling
 }
 
 // NewClient returns a client over p.
-func NewClient(p Provider) *Client { return &Client{p: p} }
+func NewClient(p provider.Provider) *Client { return &Client{p: p} }
 
 func checkInstance(op, instance string) error {
 	if instance == "" {
-		return fmt.Errorf("%s: %w: empty instance id", op, ErrInvalid)
+		return fmt.Errorf("%s: %w: empty instance id", op, provider.ErrInvalid)
 	}
 	return nil
 }
@@ -91,9 +93,9 @@ func (c *Client) StartOrchestrationVersioned(ctx context.Context, instance, name
 		return err
 	}
 	if name == "" {
-		return fmt.Errorf("%s %s: %w: empty orchestration name", op, instance, ErrInvalid)
+		return fmt.Errorf("%s %s: %w: empty orchestration name", op, instance, provider.ErrInvalid)
 	}
-	return c.enqueue(ctx, op, WorkItem{Kind: WorkStartOrchestration, Instance: instance, ExecutionID: InitialExecutionID,
+	return c.enqueue(ctx, op, provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: instance, ExecutionID: provider.InitialExecutionID,
 		Name: name, Version: version, Input: input})
 }
 
@@ -109,7 +111,7 @@ func (c *Client) RaiseEvent(ctx context.Context, instance, name, data string) er
 	if err := checkInstance(op, instance); err != nil {
 		return err
 	}
-	return c.enqueue(ctx, op, WorkItem{Kind: WorkExternalRaised, Instance: instance, Name: name, Data: data})
+	return c.enqueue(ctx, op, provider.WorkItem{Kind: provider.WorkExternalRaised, Instance: instance, Name: name, Data: data})
 }
 
 // EnqueueEvent appends data to the instance's persistent FIFO queue called queue:
@@ -123,7 +125,7 @@ func (c *Client) EnqueueEvent(ctx context.Context, instance, queue, data string)
 	if err := checkInstance(op, instance); err != nil {
 		return err
 	}
-	return c.enqueue(ctx, op, WorkItem{Kind: WorkQueueMessage, Instance: instance, Name: queue, Data: data})
+	return c.enqueue(ctx, op, provider.WorkItem{Kind: provider.WorkQueueMessage, Instance: instance, Name: queue, Data: data})
 }
 
 // CancelInstance asks the instance to end: it fails with a Cancelled error, cancels
@@ -134,10 +136,10 @@ func (c *Client) CancelInstance(ctx context.Context, instance, reason string) er
 	if err := checkInstance(op, instance); err != nil {
 		return err
 	}
-	return c.enqueue(ctx, op, WorkItem{Kind: WorkCancelInstance, Instance: instance, Reason: reason})
+	return c.enqueue(ctx, op, provider.WorkItem{Kind: provider.WorkCancelInstance, Instance: instance, Reason: reason})
 }
 
-func (c *Client) enqueue(ctx context.Context, op string, item WorkItem) error {
+func (c *Client) enqueue(ctx context.Context, op string, item provider.WorkItem) error {
 	if err := c.p.EnqueueForOrchestrator(ctx, item, 0); err != nil {
 		return fmt.Errorf("%s %s: %w", op, item.Instance, err)
 	}
@@ -165,13 +167,13 @@ func (c *Client) Status(ctx context.Context, instance string) (OrchestrationStat
 		}
 	}
 	st := OrchestrationStatus{State: StateRunning, ExecutionID: events[0].ExecutionID}
-	if s := events[0]; s.Kind == EventOrchestrationStarted {
+	if s := events[0]; s.Kind == provider.EventOrchestrationStarted {
 		st.Name, st.Version = s.Name, s.Version
 	}
 	switch last := events[len(events)-1]; last.Kind {
-	case EventOrchestrationCompleted:
+	case provider.EventOrchestrationCompleted:
 		st.State, st.Output = StateCompleted, last.Output
-	case EventOrchestrationFailed:
+	case provider.EventOrchestrationFailed:
 		st.State, st.Failure = StateFailed, last.Details
 	}
 	status, version, _, err := c.p.GetCustomStatus(ctx, instance, 0)
@@ -253,7 +255,7 @@ func (c *Client) poll(ctx context.Context, wake <-chan struct{}, check func() (b
 		}
 		return ctx.Err()
 	}
-	notifier, _ := c.p.(ChangeNotifier)
+	notifier, _ := c.p.(provider.ChangeNotifier)
 	delay := 5 * time.Millisecond
 	for {
 		var changed <-chan struct{} // taken before the check: a change in between is not missed
@@ -265,11 +267,11 @@ func (c *Client) poll(ctx context.Context, wake <-chan struct{}, check func() (b
 		case err == nil && done:
 			return nil
 		case err != nil && ctx.Err() != nil:
-			if IsRetryable(err) {
+			if provider.IsRetryable(err) {
 				lastErr = err
 			}
 			return ended() // a permanent error now is most likely ctx's own
-		case err != nil && !IsRetryable(err):
+		case err != nil && !provider.IsRetryable(err):
 			return err
 		case err != nil:
 			lastErr = err
@@ -321,7 +323,7 @@ func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, e
 }
 
 // Stats describes the instance's size (nil for an unknown instance).
-func (c *Client) Stats(ctx context.Context, instance string) (*SystemStats, error) {
+func (c *Client) Stats(ctx context.Context, instance string) (*provider.SystemStats, error) {
 	s, err := c.p.GetInstanceStats(ctx, instance)
 	if err != nil {
 		return nil, fmt.Errorf("instance stats %s: %w", instance, err)
@@ -331,8 +333,8 @@ func (c *Client) Stats(ctx context.Context, instance string) (*SystemStats, erro
 
 // Admin returns the provider's management API: listing, inspection, deletion and
 // pruning of instances.
-func (c *Client) Admin() (ProviderAdmin, error) {
-	if m, ok := c.p.(ManagedProvider); ok {
+func (c *Client) Admin() (provider.ProviderAdmin, error) {
+	if m, ok := c.p.(provider.ManagedProvider); ok {
 		return m.Management(), nil
 	}
 	return nil, ErrManagementUnavailable

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 var (
@@ -18,19 +20,19 @@ var (
 // failing each operation retryably as many times as fails says, or permanently with
 // perm. The embedded Provider is nil: the tests call nothing else.
 type fakeProvider struct {
-	Provider
+	provider.Provider
 	mu       sync.Mutex
 	fails    map[string]int // operation → retryable failures left
 	perm     error
 	calls    map[string]int
-	history  []Event
+	history  []provider.Event
 	status   *string
 	version  uint64
 	kv       map[string]string
 	abandons []string // "token delay ignoreAttempt reason" of each abandon
 }
 
-func newFakeProvider(history ...Event) *fakeProvider {
+func newFakeProvider(history ...provider.Event) *fakeProvider {
 	return &fakeProvider{fails: map[string]int{}, calls: map[string]int{}, history: history, kv: map[string]string{}}
 }
 
@@ -40,11 +42,11 @@ func (f *fakeProvider) call(op string) error {
 	defer f.mu.Unlock()
 	f.calls[op]++
 	if f.perm != nil {
-		return Permanent(op, f.perm)
+		return provider.Permanent(op, f.perm)
 	}
 	if f.fails[op] > 0 {
 		f.fails[op]--
-		return Retryable(op, errHiccup)
+		return provider.Retryable(op, errHiccup)
 	}
 	return nil
 }
@@ -55,7 +57,7 @@ func (f *fakeProvider) count(op string) int {
 	return f.calls[op]
 }
 
-func (f *fakeProvider) Read(context.Context, string) ([]Event, error) {
+func (f *fakeProvider) Read(context.Context, string) ([]provider.Event, error) {
 	if err := f.call("read"); err != nil {
 		return nil, err
 	}
@@ -83,7 +85,7 @@ func (f *fakeProvider) GetKVValue(_ context.Context, _, key string) (string, boo
 	return v, ok, nil
 }
 
-func (f *fakeProvider) AbandonOrchestrationItem(_ context.Context, token string, delay Duration, ignoreAttempt bool) error {
+func (f *fakeProvider) AbandonOrchestrationItem(_ context.Context, token string, delay provider.Duration, ignoreAttempt bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.abandons = append(f.abandons, strings.Join([]string{token, delay.String(), boolString(ignoreAttempt), "(no reason)"}, " "))
@@ -100,13 +102,13 @@ func boolString(b bool) string {
 // pendingProvider adds PendingStartReader and ReasonAbandoner to fakeProvider.
 type pendingProvider struct {
 	*fakeProvider
-	start *PendingStart
+	start *provider.PendingStart
 	// commitOnPeek, when set, is the history the instance's first turn commits
 	// while PendingStart looks (which then finds no start).
-	commitOnPeek []Event
+	commitOnPeek []provider.Event
 }
 
-func (p *pendingProvider) PendingStart(context.Context, string) (*PendingStart, error) {
+func (p *pendingProvider) PendingStart(context.Context, string) (*provider.PendingStart, error) {
 	if err := p.call("pending_start"); err != nil {
 		return nil, err
 	}
@@ -119,19 +121,19 @@ func (p *pendingProvider) PendingStart(context.Context, string) (*PendingStart, 
 	return p.start, nil
 }
 
-func (p *pendingProvider) AbandonOrchestrationItemWithReason(_ context.Context, token string, delay Duration, ignoreAttempt bool, reason string) error {
+func (p *pendingProvider) AbandonOrchestrationItemWithReason(_ context.Context, token string, delay provider.Duration, ignoreAttempt bool, reason string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.abandons = append(p.abandons, strings.Join([]string{token, delay.String(), boolString(ignoreAttempt), reason}, " "))
 	return nil
 }
 
-func startedAs(name string) Event {
-	return Event{Kind: EventOrchestrationStarted, EventID: 1, ExecutionID: 1, Name: name, Version: "1.0.0"}
+func startedAs(name string) provider.Event {
+	return provider.Event{Kind: provider.EventOrchestrationStarted, EventID: 1, ExecutionID: 1, Name: name, Version: "1.0.0"}
 }
 
-func completedWith(out string) Event {
-	return Event{Kind: EventOrchestrationCompleted, EventID: 2, ExecutionID: 1, Output: out}
+func completedWith(out string) provider.Event {
+	return provider.Event{Kind: provider.EventOrchestrationCompleted, EventID: 2, ExecutionID: 1, Output: out}
 }
 
 // waitCtx bounds a wait that is expected to succeed: generous, as the machine may
@@ -156,7 +158,7 @@ func TestWaitForOrchestrationRidesOutRetryableErrors(t *testing.T) {
 
 func TestWaitForOrchestrationWaitsThroughPending(t *testing.T) {
 	f := newFakeProvider()
-	p := &pendingProvider{fakeProvider: f, start: &PendingStart{Name: "O"}}
+	p := &pendingProvider{fakeProvider: f, start: &provider.PendingStart{Name: "O"}}
 	c := NewClient(p)
 	done := make(chan struct{})
 	var st OrchestrationStatus
@@ -173,7 +175,7 @@ func TestWaitForOrchestrationWaitsThroughPending(t *testing.T) {
 		}
 	}
 	p.mu.Lock()
-	p.history = []Event{startedAs("O"), completedWith("done")}
+	p.history = []provider.Event{startedAs("O"), completedWith("done")}
 	p.mu.Unlock()
 	<-done
 	if err != nil || st.State != StateCompleted {
@@ -202,7 +204,7 @@ func TestWaitForOrchestrationNamesTheLastProviderErrorWhenContextEnds(t *testing
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), errHiccup.Error()) {
 		t.Fatalf("WaitForOrchestration = %v; want the deadline, naming the last provider error", err)
 	}
-	if IsRetryable(err) {
+	if provider.IsRetryable(err) {
 		t.Fatalf("a wait that ran out of time reads as retryable: %v", err)
 	}
 	if n := f.count("read"); n < 2 {
@@ -265,13 +267,13 @@ func TestWaitForKVNamesTheLastProviderErrorWhenContextEnds(t *testing.T) {
 func TestStatusOfAQueuedStartIsPending(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		start  PendingStart
+		start  provider.PendingStart
 		reason string
 	}{
-		{"NeverOffered", PendingStart{Name: "Checkout", Version: "2.0.0"}, ""},
-		{"OfferedOnce", PendingStart{Name: "Checkout", Version: "2.0.0", Attempts: 1, LastError: "not here"}, "not here (offered 1 time)"},
-		{"Refused", PendingStart{Name: "Checkout", Version: "2.0.0", Attempts: 3, LastError: "not here"}, "not here (offered 3 times)"},
-		{"LongReasonClipped", PendingStart{Name: "Checkout", Version: "2.0.0", Attempts: 2, LastError: strings.Repeat("x", 10_000)},
+		{"NeverOffered", provider.PendingStart{Name: "Checkout", Version: "2.0.0"}, ""},
+		{"OfferedOnce", provider.PendingStart{Name: "Checkout", Version: "2.0.0", Attempts: 1, LastError: "not here"}, "not here (offered 1 time)"},
+		{"Refused", provider.PendingStart{Name: "Checkout", Version: "2.0.0", Attempts: 3, LastError: "not here"}, "not here (offered 3 times)"},
+		{"LongReasonClipped", provider.PendingStart{Name: "Checkout", Version: "2.0.0", Attempts: 2, LastError: strings.Repeat("x", 10_000)},
 			strings.Repeat("x", maxReasonBytes) + "… (offered 2 times)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -290,7 +292,7 @@ func TestStatusOfAQueuedStartIsPending(t *testing.T) {
 }
 
 func TestStatusOfAnExistingInstanceDoesNotLookForAPendingStart(t *testing.T) {
-	p := &pendingProvider{fakeProvider: newFakeProvider(startedAs("O")), start: &PendingStart{Name: "O"}}
+	p := &pendingProvider{fakeProvider: newFakeProvider(startedAs("O")), start: &provider.PendingStart{Name: "O"}}
 	st, err := NewClient(p).Status(t.Context(), "i")
 	if err != nil || st.State != StateRunning || st.Name != "O" {
 		t.Fatalf("Status = %+v, %v; want Running", st, err)
@@ -301,7 +303,7 @@ func TestStatusOfAnExistingInstanceDoesNotLookForAPendingStart(t *testing.T) {
 }
 
 func TestStatusWithoutStartIsNotFound(t *testing.T) {
-	for name, p := range map[string]Provider{
+	for name, p := range map[string]provider.Provider{
 		"PendingStartReader":   &pendingProvider{fakeProvider: newFakeProvider()},
 		"NoPendingStartReader": newFakeProvider(),
 	} {
@@ -318,13 +320,13 @@ func TestStatusReportsAFailedLookForTheStart(t *testing.T) {
 	f := newFakeProvider()
 	f.fails["pending_start"] = 1
 	st, err := NewClient(&pendingProvider{fakeProvider: f}).Status(t.Context(), "i")
-	if !IsRetryable(err) || !strings.Contains(err.Error(), "orchestration status i: pending start") {
+	if !provider.IsRetryable(err) || !strings.Contains(err.Error(), "orchestration status i: pending start") {
 		t.Fatalf("Status = %+v, %v; want the retryable error, naming the pending start", st, err)
 	}
 }
 
 func TestStatusSeesAFirstTurnThatCommitsWhileItLooksForTheStart(t *testing.T) {
-	p := &pendingProvider{fakeProvider: newFakeProvider(), commitOnPeek: []Event{startedAs("O"), completedWith("done")}}
+	p := &pendingProvider{fakeProvider: newFakeProvider(), commitOnPeek: []provider.Event{startedAs("O"), completedWith("done")}}
 	st, err := NewClient(p).Status(t.Context(), "i")
 	if err != nil || st.State != StateCompleted || st.Output != "done" {
 		t.Fatalf("Status = %+v, %v; want the committed instance (Completed), not NotFound", st, err)

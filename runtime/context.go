@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // Context is an orchestration's handle on the runtime during a turn. Its methods are
@@ -21,10 +23,10 @@ type Context struct {
 // Future is the pending result of something the orchestration scheduled.
 type Future struct {
 	e         *engine
-	kind      EventKind // the scheduling event's kind
-	id        uint64    // the scheduling event's id
-	name      string    // activity name, event name or queue name
-	child     string    // sub-orchestration instance
+	kind      provider.EventKind // the scheduling event's kind
+	id        uint64             // the scheduling event's id
+	name      string             // activity name, event name or queue name
+	child     string             // sub-orchestration instance
 	done      bool
 	cancelled bool
 	result    string
@@ -118,22 +120,24 @@ func (c *Context) NewGUID() string {
 }
 
 // ActivityOption tunes ScheduleActivity.
-type ActivityOption func(*Event)
+type ActivityOption func(*provider.Event)
 
 // OnSession runs the activity on the worker that owns session (affinity).
-func OnSession(session string) ActivityOption { return func(e *Event) { e.SessionID = session } }
+func OnSession(session string) ActivityOption {
+	return func(e *provider.Event) { e.SessionID = session }
+}
 
 // WithTag routes the activity to workers whose tag filter accepts tag.
-func WithTag(tag string) ActivityOption { return func(e *Event) { e.Tag = tag } }
+func WithTag(tag string) ActivityOption { return func(e *provider.Event) { e.Tag = tag } }
 
 // ScheduleActivity schedules activity name with input and returns its future.
 func (c *Context) ScheduleActivity(name, input string, opts ...ActivityOption) *Future {
-	ev := Event{Kind: EventActivityScheduled, Name: name, Input: input}
+	ev := provider.Event{Kind: provider.EventActivityScheduled, Name: name, Input: input}
 	for _, o := range opts {
 		o(&ev)
 	}
 	if len(ev.Tag) > MaxTagBytes {
-		panic(&configError{kind: ConfigLimitExceeded, msg: fmt.Sprintf("activity %s: tag of %d bytes exceeds %d", name, len(ev.Tag), MaxTagBytes)})
+		panic(&configError{kind: provider.ConfigLimitExceeded, msg: fmt.Sprintf("activity %s: tag of %d bytes exceeds %d", name, len(ev.Tag), MaxTagBytes)})
 	}
 	f := c.schedule(c.e.decide(ev))
 	f.name = name
@@ -146,14 +150,14 @@ func (c *Context) CreateTimer(d time.Duration) *Future {
 	if c.e.cursor >= len(c.e.decisions) {
 		fire = c.e.t.Now.Add(d) // a new timer counts from the turn's wall clock
 	}
-	return c.schedule(c.e.decide(Event{Kind: EventTimerCreated, FireAtMs: fire.UnixMilli()}))
+	return c.schedule(c.e.decide(provider.Event{Kind: provider.EventTimerCreated, FireAtMs: fire.UnixMilli()}))
 }
 
 // WaitForEvent returns a future resolved by the next external event called name raised
 // after this call (positional: the Nth live wait for a name gets the Nth event). An
 // event raised while nobody waits for it is dropped; use DequeueEvent for a mailbox.
 func (c *Context) WaitForEvent(name string) *Future {
-	f := c.schedule(c.e.decide(Event{Kind: EventExternalSubscribed, Name: name}))
+	f := c.schedule(c.e.decide(provider.Event{Kind: provider.EventExternalSubscribed, Name: name}))
 	f.name = name
 	c.e.subs = append(c.e.subs, f)
 	return f
@@ -164,7 +168,7 @@ func (c *Context) WaitForEvent(name string) *Future {
 // until consumed, survive a lost select, and unconsumed ones are carried into the
 // next execution by ContinueAsNew (at most MaxCarryForward).
 func (c *Context) DequeueEvent(queue string) *Future {
-	f := c.schedule(c.e.decide(Event{Kind: EventQueueSubscribed, Name: queue}))
+	f := c.schedule(c.e.decide(provider.Event{Kind: provider.EventQueueSubscribed, Name: queue}))
 	f.name = queue
 	c.e.queueSubs = append(c.e.queueSubs, f)
 	c.e.matchQueue(queue)
@@ -172,23 +176,25 @@ func (c *Context) DequeueEvent(queue string) *Future {
 }
 
 // SubOrchestrationOption tunes ScheduleSubOrchestration and StartOrchestration.
-type SubOrchestrationOption func(*Event)
+type SubOrchestrationOption func(*provider.Event)
 
 // WithInstanceID gives the child an explicit instance id (the default derives one
 // from the parent's id, execution and the scheduling event).
-func WithInstanceID(id string) SubOrchestrationOption { return func(e *Event) { e.Instance = id } }
+func WithInstanceID(id string) SubOrchestrationOption {
+	return func(e *provider.Event) { e.Instance = id }
+}
 
 // WithVersion runs a specific version of the child (the default is the registry's
 // policy for its name).
 func WithVersion(version string) SubOrchestrationOption {
-	return func(e *Event) { e.Version = version }
+	return func(e *provider.Event) { e.Version = version }
 }
 
 // ScheduleSubOrchestration starts orchestration name as a child of this one and
 // returns a future of its output. Giving the future up (a lost select, the parent
 // ending) cancels the child.
 func (c *Context) ScheduleSubOrchestration(name, input string, opts ...SubOrchestrationOption) *Future {
-	ev := Event{Kind: EventSubOrchestrationScheduled, Name: name, Input: input}
+	ev := provider.Event{Kind: provider.EventSubOrchestrationScheduled, Name: name, Input: input}
 	for _, o := range opts {
 		o(&ev)
 	}
@@ -211,7 +217,7 @@ func (c *Context) ScheduleSubOrchestration(name, input string, opts ...SubOrches
 // parent link, no result. It is started even when this orchestration ends in the
 // same turn.
 func (c *Context) StartOrchestration(name, instance, input string, opts ...SubOrchestrationOption) {
-	ev := Event{Kind: EventOrchestrationChained, Name: name, Input: input}
+	ev := provider.Event{Kind: provider.EventOrchestrationChained, Name: name, Input: input}
 	for _, o := range opts {
 		o(&ev)
 	}
@@ -219,7 +225,7 @@ func (c *Context) StartOrchestration(name, instance, input string, opts ...SubOr
 	c.e.decide(ev)
 }
 
-func (c *Context) schedule(ev *Event) *Future {
+func (c *Context) schedule(ev *provider.Event) *Future {
 	f := &Future{e: c.e, kind: ev.Kind, id: ev.EventID}
 	c.e.futures[ev.EventID] = f
 	return f
@@ -229,7 +235,7 @@ func (c *Context) schedule(ev *Event) *Future {
 // execution by ContinueAsNew.
 func (c *Context) SetCustomStatus(status string) {
 	if len(status) > MaxCustomStatusBytes {
-		panic(&configError{kind: ConfigLimitExceeded, msg: fmt.Sprintf("custom status of %d bytes exceeds %d", len(status), MaxCustomStatusBytes)})
+		panic(&configError{kind: provider.ConfigLimitExceeded, msg: fmt.Sprintf("custom status of %d bytes exceeds %d", len(status), MaxCustomStatusBytes)})
 	}
 	c.setCustomStatus(&status)
 }
@@ -238,7 +244,7 @@ func (c *Context) SetCustomStatus(status string) {
 func (c *Context) ResetCustomStatus() { c.setCustomStatus(nil) }
 
 func (c *Context) setCustomStatus(status *string) {
-	ev := c.e.decide(Event{Kind: EventCustomStatusUpdated, Status: status})
+	ev := c.e.decide(provider.Event{Kind: provider.EventCustomStatusUpdated, Status: status})
 	c.e.custom = ev.Status
 }
 
@@ -254,13 +260,13 @@ func (c *Context) CustomStatus() (status string, ok bool) {
 // can read while the instance runs and which survives ContinueAsNew.
 func (c *Context) SetKV(key, value string) {
 	if len(value) > MaxKVValueBytes {
-		panic(&configError{kind: ConfigLimitExceeded, msg: fmt.Sprintf("KV value of %q has %d bytes, more than %d", key, len(value), MaxKVValueBytes)})
+		panic(&configError{kind: provider.ConfigLimitExceeded, msg: fmt.Sprintf("KV value of %q has %d bytes, more than %d", key, len(value), MaxKVValueBytes)})
 	}
 	if _, ok := c.e.kv[key]; !ok && len(c.e.kv) >= MaxKVKeys {
-		panic(&configError{kind: ConfigLimitExceeded, msg: fmt.Sprintf("KV key %q would exceed %d keys", key, MaxKVKeys)})
+		panic(&configError{kind: provider.ConfigLimitExceeded, msg: fmt.Sprintf("KV key %q would exceed %d keys", key, MaxKVKeys)})
 	}
-	ev := c.e.decide(Event{Kind: EventKeyValueSet, Key: key, Value: value, LastUpdatedAtMs: c.e.t.Now.UnixMilli()})
-	c.e.kv[key] = KVValue{Value: ev.Value, LastUpdatedAtMs: ev.LastUpdatedAtMs}
+	ev := c.e.decide(provider.Event{Kind: provider.EventKeyValueSet, Key: key, Value: value, LastUpdatedAtMs: c.e.t.Now.UnixMilli()})
+	c.e.kv[key] = provider.KVValue{Value: ev.Value, LastUpdatedAtMs: ev.LastUpdatedAtMs}
 }
 
 // KV returns the value of key (ok is false when it is not set).
@@ -271,13 +277,13 @@ func (c *Context) KV(key string) (value string, ok bool) {
 
 // ClearKV removes key.
 func (c *Context) ClearKV(key string) {
-	c.e.decide(Event{Kind: EventKeyValueCleared, Key: key})
+	c.e.decide(provider.Event{Kind: provider.EventKeyValueCleared, Key: key})
 	delete(c.e.kv, key)
 }
 
 // ClearAllKV removes every key.
 func (c *Context) ClearAllKV() {
-	c.e.decide(Event{Kind: EventKeyValuesCleared})
+	c.e.decide(provider.Event{Kind: provider.EventKeyValuesCleared})
 	clear(c.e.kv)
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // ActivityContext is an activity's context: a context.Context cancelled when the
@@ -16,7 +18,7 @@ import (
 // or the runtime stops, plus what the activity runs for.
 type ActivityContext struct {
 	context.Context
-	item    *WorkItem
+	item    *provider.WorkItem
 	attempt uint32
 	worker  string
 	client  *Client
@@ -60,7 +62,7 @@ func (a *ActivityContext) Logger() *slog.Logger { return a.log }
 // there are free slots (one transaction with a BatchProvider), each activity runs on
 // its own goroutine, and one committer acks the completions that are ready together.
 func (r *Runtime) workers(fetchCtx, workCtx context.Context) {
-	bp, batched := r.p.(BatchProvider)
+	bp, batched := r.p.(provider.BatchProvider)
 	slots := make(chan struct{}, r.opts.WorkerConcurrency)
 	settled := make(chan settledActivity, r.opts.WorkerConcurrency)
 	committed := make(chan struct{})
@@ -86,18 +88,18 @@ func (r *Runtime) workers(fetchCtx, workCtx context.Context) {
 			break
 		}
 		began := time.Now()
-		opts := WorkFetchOptions{LockTimeout: r.opts.WorkerLockTimeout, PollTimeout: r.opts.PollTimeout, Tags: r.opts.WorkerTags}
+		opts := provider.WorkFetchOptions{LockTimeout: r.opts.WorkerLockTimeout, PollTimeout: r.opts.PollTimeout, Tags: r.opts.WorkerTags}
 		if r.sessions.active() < r.opts.MaxSessionsPerRuntime {
-			opts.Session = &SessionFetchConfig{OwnerID: r.opts.WorkerNodeID, LockTimeout: r.opts.SessionLockTimeout}
+			opts.Session = &provider.SessionFetchConfig{OwnerID: r.opts.WorkerNodeID, LockTimeout: r.opts.SessionLockTimeout}
 		}
-		var leases []*WorkItemLease
+		var leases []*provider.WorkItemLease
 		var err error
 		if batched && free > 1 {
 			leases, err = bp.FetchWorkItems(fetchCtx, opts, free)
 		} else {
-			var lease *WorkItemLease
+			var lease *provider.WorkItemLease
 			if lease, err = r.p.FetchWorkItem(fetchCtx, opts); lease != nil {
-				leases = []*WorkItemLease{lease}
+				leases = []*provider.WorkItemLease{lease}
 			}
 		}
 		for range free - len(leases) {
@@ -137,14 +139,14 @@ const maxBatch = 128
 
 // settledActivity is an activity's outcome waiting for its ack.
 type settledActivity struct {
-	lease      *WorkItemLease
-	completion *WorkItem
+	lease      *provider.WorkItemLease
+	completion *provider.WorkItem
 	log        *slog.Logger
 }
 
 // ackCommitter acks settled activities, all those ready at once in one transaction
 // (group commit); a failed group is acked item by item to isolate the failure.
-func (r *Runtime) ackCommitter(ctx context.Context, bp BatchProvider, batched bool, settled <-chan settledActivity, last *lastErrors) {
+func (r *Runtime) ackCommitter(ctx context.Context, bp provider.BatchProvider, batched bool, settled <-chan settledActivity, last *lastErrors) {
 	for first := range settled {
 		group := []settledActivity{first}
 	drain:
@@ -160,9 +162,9 @@ func (r *Runtime) ackCommitter(ctx context.Context, bp BatchProvider, batched bo
 			}
 		}
 		if len(group) > 1 {
-			acks := make([]WorkAck, len(group))
+			acks := make([]provider.WorkAck, len(group))
 			for i, s := range group {
-				acks[i] = WorkAck{Token: s.lease.LockToken, Completion: s.completion}
+				acks[i] = provider.WorkAck{Token: s.lease.LockToken, Completion: s.completion}
 			}
 			if err := bp.AckWorkItems(context.WithoutCancel(ctx), acks); err == nil {
 				for _, s := range group {
@@ -178,7 +180,7 @@ func (r *Runtime) ackCommitter(ctx context.Context, bp BatchProvider, batched bo
 }
 
 // runActivity executes one leased activity and commits its completion.
-func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease, settle func(settledActivity), last *lastErrors) {
+func (r *Runtime) runActivity(ctx context.Context, lease *provider.WorkItemLease, settle func(settledActivity), last *lastErrors) {
 	item := &lease.Item
 	log := r.log.With("instance", item.Instance, "execution", item.ExecutionID, "activity", item.Name, "activity_id", item.ID)
 	r.activities.Store(lease, log) // for Run to name it if it outlives the runtime
@@ -199,7 +201,7 @@ func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease, settle 
 		if r.activity(item.Name) == nil {
 			reason = fmt.Sprintf("activity %q is not registered on runtime %s", item.Name, r.opts.WorkerNodeID)
 		}
-		d := &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonActivity, Instance: item.Instance, ExecutionID: item.ExecutionID,
+		d := &provider.ErrorDetails{Kind: provider.ErrorPoison, PoisonType: provider.PoisonActivity, Instance: item.Instance, ExecutionID: item.ExecutionID,
 			ActivityName: item.Name, ActivityID: item.ID, AttemptCount: lease.AttemptCount, MaxAttempts: r.opts.MaxAttempts, Message: reason}
 		log.Warn("poison activity", "attempts", lease.AttemptCount, "reason", reason)
 		settle(settledActivity{lease, failedItem(item, d), log})
@@ -267,17 +269,17 @@ func (r *Runtime) runActivity(ctx context.Context, lease *WorkItemLease, settle 
 		_ = r.p.AbandonWorkItem(context.WithoutCancel(ctx), lease.LockToken, 0, true)
 		return
 	}
-	completion := &WorkItem{Kind: WorkActivityCompleted, Instance: item.Instance, ExecutionID: item.ExecutionID, ID: item.ID, Result: o.result}
+	completion := &provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: item.Instance, ExecutionID: item.ExecutionID, ID: item.ID, Result: o.result}
 	if p, ok := o.err.(*userPanic); ok {
 		completion = failedItem(item, p.details())
 	} else if o.err != nil {
-		completion = failedItem(item, &ErrorDetails{Kind: ErrorApplication, AppKind: AppActivityFailed, Message: o.err.Error()})
+		completion = failedItem(item, &provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppActivityFailed, Message: o.err.Error()})
 	}
 	settle(settledActivity{lease, completion, log})
 }
 
-func failedItem(item *WorkItem, d *ErrorDetails) *WorkItem {
-	return &WorkItem{Kind: WorkActivityFailed, Instance: item.Instance, ExecutionID: item.ExecutionID, ID: item.ID, Details: d}
+func failedItem(item *provider.WorkItem, d *provider.ErrorDetails) *provider.WorkItem {
+	return &provider.WorkItem{Kind: provider.WorkActivityFailed, Instance: item.Instance, ExecutionID: item.ExecutionID, ID: item.ID, Details: d}
 }
 
 // complete acks an activity with its completion. A completion that can never be
@@ -285,23 +287,23 @@ func failedItem(item *WorkItem, d *ErrorDetails) *WorkItem {
 // saying why, so the orchestration learns at once instead of after MaxAttempts
 // runs; any other failed ack abandons the item so it runs again soon instead of
 // waiting for its lock to expire.
-func (r *Runtime) complete(ctx context.Context, lease *WorkItemLease, completion *WorkItem, log *slog.Logger, last *lastErrors) {
+func (r *Runtime) complete(ctx context.Context, lease *provider.WorkItemLease, completion *provider.WorkItem, log *slog.Logger, last *lastErrors) {
 	ctx = context.WithoutCancel(ctx)
 	err := r.ackWork(ctx, lease.LockToken, completion)
 	if unstorable(err) {
 		log.Error("activity outcome cannot be stored; the activity fails", "err", err)
 		what := "result"
-		if completion.Kind != WorkActivityCompleted {
+		if completion.Kind != provider.WorkActivityCompleted {
 			what = "failure"
 		}
-		completion = failedItem(&lease.Item, &ErrorDetails{Kind: ErrorApplication, AppKind: AppActivityFailed,
+		completion = failedItem(&lease.Item, &provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppActivityFailed,
 			Message: fmt.Sprintf("its %s cannot be stored: %s", what, clip(err.Error(), maxReasonBytes))})
 		err = r.ackWork(ctx, lease.LockToken, completion)
 	}
 	switch {
 	case err == nil:
 		last.forget(&lease.Item)
-	case errors.Is(err, ErrLockLost):
+	case errors.Is(err, provider.ErrLockLost):
 		log.Info("activity result dropped: its item was cancelled or re-leased", "err", err)
 	default:
 		log.Warn("ack work item failed; the activity will run again", "err", err)
@@ -311,9 +313,9 @@ func (r *Runtime) complete(ctx context.Context, lease *WorkItemLease, completion
 }
 
 // ackWork acks a work item, retrying transient failures a few times.
-func (r *Runtime) ackWork(ctx context.Context, token string, completion *WorkItem) error {
+func (r *Runtime) ackWork(ctx context.Context, token string, completion *provider.WorkItem) error {
 	err := r.p.AckWorkItem(ctx, token, completion)
-	for attempt := 0; err != nil && IsRetryable(err) && attempt < 4; attempt++ {
+	for attempt := 0; err != nil && provider.IsRetryable(err) && attempt < 4; attempt++ {
 		time.Sleep(10 * time.Millisecond << attempt)
 		err = r.p.AckWorkItem(ctx, token, completion)
 	}
@@ -337,9 +339,11 @@ type activityKey struct {
 
 const maxLastErrors = 1024
 
-func keyOf(item *WorkItem) activityKey { return activityKey{item.Instance, item.ExecutionID, item.ID} }
+func keyOf(item *provider.WorkItem) activityKey {
+	return activityKey{item.Instance, item.ExecutionID, item.ID}
+}
 
-func (l *lastErrors) set(item *WorkItem, reason string) {
+func (l *lastErrors) set(item *provider.WorkItem, reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := keyOf(item)
@@ -348,13 +352,13 @@ func (l *lastErrors) set(item *WorkItem, reason string) {
 	}
 }
 
-func (l *lastErrors) get(item *WorkItem) string {
+func (l *lastErrors) get(item *provider.WorkItem) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.m[keyOf(item)]
 }
 
-func (l *lastErrors) forget(item *WorkItem) {
+func (l *lastErrors) forget(item *provider.WorkItem) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.m, keyOf(item))
@@ -394,7 +398,7 @@ func decodeKVGet(s string) (instance, key string, err error) {
 	n, rest, ok := strings.Cut(s, ":")
 	size, convErr := strconv.Atoi(n)
 	if !ok || convErr != nil || size < 0 || size > len(rest) {
-		return "", "", fmt.Errorf("%w: %s input %q", ErrInvalid, SysKVGet, s)
+		return "", "", fmt.Errorf("%w: %s input %q", provider.ErrInvalid, SysKVGet, s)
 	}
 	return rest[:size], rest[size:], nil
 }

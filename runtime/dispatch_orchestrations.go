@@ -10,24 +10,26 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // orchestrationLoop fetches instances and runs their turns until fetchCtx ends.
 func (r *Runtime) orchestrationLoop(fetchCtx, workCtx context.Context) {
-	bp, batched := r.p.(BatchProvider)
+	bp, batched := r.p.(provider.BatchProvider)
 	batched = batched && r.opts.OrchestrationBatch > 1
 	failures := 0
 	for fetchCtx.Err() == nil {
 		began := time.Now()
-		opts := FetchOptions{LockTimeout: r.opts.OrchestratorLockTimeout, PollTimeout: r.opts.PollTimeout, Filter: r.opts.SupportedVersions}
-		var items []*OrchestrationItem
+		opts := provider.FetchOptions{LockTimeout: r.opts.OrchestratorLockTimeout, PollTimeout: r.opts.PollTimeout, Filter: r.opts.SupportedVersions}
+		var items []*provider.OrchestrationItem
 		var err error
 		if batched {
 			items, err = bp.FetchOrchestrationItems(fetchCtx, opts, r.opts.OrchestrationBatch)
 		} else {
-			var item *OrchestrationItem
+			var item *provider.OrchestrationItem
 			if item, err = r.p.FetchOrchestrationItem(fetchCtx, opts); item != nil {
-				items = []*OrchestrationItem{item}
+				items = []*provider.OrchestrationItem{item}
 			}
 		}
 		switch {
@@ -57,13 +59,13 @@ func (r *Runtime) orchestrationLoop(fetchCtx, workCtx context.Context) {
 // those that finished are committed, and the rest are awaited in the background
 // while the dispatcher fetches again. A turn still running at TurnTimeout (or when
 // ctx ends) is given up.
-func (r *Runtime) runTurns(ctx context.Context, items []*OrchestrationItem, bp BatchProvider) {
+func (r *Runtime) runTurns(ctx context.Context, items []*provider.OrchestrationItem, bp provider.BatchProvider) {
 	b := &turnBatch{items: items, bp: bp, held: newHeldItems(items), outcomes: make(chan turnOutcome, len(items)),
 		running: len(items), deadline: time.NewTimer(r.opts.TurnTimeout)}
 	b.stopRenew = renewLock(ctx, renewEvery(r.opts.OrchestratorLockTimeout, r.opts.LockRenewalBuffer),
 		func(ctx context.Context) error {
 			for _, item := range b.held.live() {
-				if err := r.p.RenewOrchestrationItemLock(ctx, item.LockToken, r.opts.OrchestratorLockTimeout); err != nil && !IsRetryable(err) {
+				if err := r.p.RenewOrchestrationItemLock(ctx, item.LockToken, r.opts.OrchestratorLockTimeout); err != nil && !provider.IsRetryable(err) {
 					r.log.Warn("orchestration lock lost during a turn", "instance", item.Instance, "err", err)
 				}
 			}
@@ -87,8 +89,8 @@ func (r *Runtime) runNextTurns(b *turnBatch) {
 
 // turnBatch is the fetched items of runTurns and the state of their turns.
 type turnBatch struct {
-	items     []*OrchestrationItem
-	bp        BatchProvider
+	items     []*provider.OrchestrationItem
+	bp        provider.BatchProvider
 	held      *heldItems
 	next      atomic.Int32 // the next item whose turn a runner starts
 	outcomes  chan turnOutcome
@@ -145,7 +147,7 @@ const stragglerWait = 20 * time.Millisecond
 // turnOutcome is what a turn of items[i] decided (see decideTurn).
 type turnOutcome struct {
 	i     int
-	ack   OrchestrationAck
+	ack   provider.OrchestrationAck
 	e     *engine
 	delay time.Duration
 	err   error
@@ -155,19 +157,19 @@ type turnOutcome struct {
 // those whose turn has not finished.
 type heldItems struct {
 	mu       sync.Mutex
-	items    []*OrchestrationItem
+	items    []*provider.OrchestrationItem
 	settled  []bool
 	finishes []bool
 }
 
-func newHeldItems(items []*OrchestrationItem) *heldItems {
+func newHeldItems(items []*provider.OrchestrationItem) *heldItems {
 	return &heldItems{items: items, settled: make([]bool, len(items)), finishes: make([]bool, len(items))}
 }
 
 // live is the items whose lock is still held; unfinished the indexes of those whose
 // turn has not finished.
-func (h *heldItems) live() []*OrchestrationItem {
-	var out []*OrchestrationItem
+func (h *heldItems) live() []*provider.OrchestrationItem {
+	var out []*provider.OrchestrationItem
 	for _, i := range h.unmarked(h.settled) {
 		out = append(out, h.items[i])
 	}
@@ -217,9 +219,9 @@ func (r *Runtime) settleTurns(ctx context.Context, b *turnBatch, outcomes []turn
 		}
 	}()
 	if len(ready) > 1 && bp != nil {
-		acks := make([]TurnAck, len(ready))
+		acks := make([]provider.TurnAck, len(ready))
 		for j, o := range ready {
-			acks[j] = TurnAck{Token: items[o.i].LockToken, Ack: o.ack}
+			acks[j] = provider.TurnAck{Token: items[o.i].LockToken, Ack: o.ack}
 		}
 		if err := bp.AckOrchestrationItems(ctx, acks); err == nil {
 			for _, o := range ready {
@@ -239,7 +241,7 @@ func (r *Runtime) settleTurns(ctx context.Context, b *turnBatch, outcomes []turn
 }
 
 // postpone abandons item so that it is offered again after delay, saying why.
-func (r *Runtime) postpone(ctx context.Context, item *OrchestrationItem, delay time.Duration, reason error) {
+func (r *Runtime) postpone(ctx context.Context, item *provider.OrchestrationItem, delay time.Duration, reason error) {
 	why := strings.TrimPrefix(reason.Error(), errPostpone.Error()+": ")
 	// Messages waiting for their execution to start are not failing: no attempt.
 	waiting := errors.Is(reason, errAwaitSuccessor)
@@ -267,7 +269,7 @@ func (r *Runtime) giveUp(ctx context.Context, b *turnBatch) {
 				r.log.Warn("abandon orchestration item", "instance", item.Instance, "err", err)
 			}
 		case item.AttemptCount >= r.opts.MaxAttempts:
-			blocked := &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonOrchestration, Instance: item.Instance,
+			blocked := &provider.ErrorDetails{Kind: provider.ErrorPoison, PoisonType: provider.PoisonOrchestration, Instance: item.Instance,
 				ExecutionID: item.ExecutionID, AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts,
 				Message: fmt.Sprintf("its code blocked: no turn yielded within the turn timeout (%s); orchestration code must not wait on anything but its Context", r.opts.TurnTimeout)}
 			r.failTurn(ctx, item, blocked)
@@ -286,7 +288,7 @@ func (r *Runtime) giveUp(ctx context.Context, b *turnBatch) {
 }
 
 // ended tells waiters and the hook about an execution a committed turn ended.
-func (r *Runtime) ended(item *OrchestrationItem, ack OrchestrationAck) {
+func (r *Runtime) ended(item *provider.OrchestrationItem, ack provider.OrchestrationAck) {
 	if s := ack.Metadata.Status; s != nil {
 		r.notify.done(item.Instance)
 		if r.opts.OnExecutionEnded != nil {
@@ -306,7 +308,7 @@ var errAwaitSuccessor = errors.New("the execution continued as new and its succe
 // (nil: none), or an error and a delay when the item must be offered again later.
 // A non-nil failure ends the execution with it instead of running any code; past
 // MaxAttempts the execution fails as poison.
-func (r *Runtime) decideTurn(item *OrchestrationItem, failure *ErrorDetails) (ack OrchestrationAck, e *engine, delay time.Duration, err error) {
+func (r *Runtime) decideTurn(item *provider.OrchestrationItem, failure *provider.ErrorDetails) (ack provider.OrchestrationAck, e *engine, delay time.Duration, err error) {
 	poisoned := failure != nil || item.AttemptCount > r.opts.MaxAttempts
 	if item.HistoryError != "" {
 		r.states.drop(item.Instance) // whatever it holds is not the stored history
@@ -314,16 +316,16 @@ func (r *Runtime) decideTurn(item *OrchestrationItem, failure *ErrorDetails) (ac
 			return ack, nil, time.Second, fmt.Errorf("%w: history of %s cannot be read: %s", errPostpone, item.Instance, item.HistoryError)
 		}
 		// Nothing can be appended to a history nobody can read: end it in metadata.
-		d := &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonFailedDeserialization, Instance: item.Instance,
+		d := &provider.ErrorDetails{Kind: provider.ErrorPoison, PoisonType: provider.PoisonFailedDeserialization, Instance: item.Instance,
 			ExecutionID: item.ExecutionID, Error: item.HistoryError, AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts}
-		status, out := StatusFailed, d.DisplayMessage()
-		return OrchestrationAck{ExecutionID: item.ExecutionID, Metadata: ExecutionMetadata{Status: &status, Output: &out}}, nil, 0, nil
+		status, out := provider.StatusFailed, d.DisplayMessage()
+		return provider.OrchestrationAck{ExecutionID: item.ExecutionID, Metadata: provider.ExecutionMetadata{Status: &status, Output: &out}}, nil, 0, nil
 	}
 
 	turn := Turn{Instance: item.Instance, ExecutionID: item.ExecutionID, History: item.History, Messages: item.Messages,
 		KVSnapshot: item.KVSnapshot, Now: r.opts.Now(), RuntimeVersion: r.opts.RuntimeVersion, Logger: r.log}
-	if n := len(item.History); n > 0 && item.History[n-1].Kind == EventOrchestrationContinuedAsNew {
-		if !hasKind(item.Messages, WorkContinueAsNew) {
+	if n := len(item.History); n > 0 && item.History[n-1].Kind == provider.EventOrchestrationContinuedAsNew {
+		if !hasKind(item.Messages, provider.WorkContinueAsNew) {
 			// The successor's start was queued with the end of this execution but not
 			// fetched with these messages (it is offered later: backing off on a
 			// runtime without its code, say). They are the successor's: handled as
@@ -355,7 +357,7 @@ func (r *Runtime) decideTurn(item *OrchestrationItem, failure *ErrorDetails) (ac
 	} else if i := firstStart(turn.Messages); i >= 0 {
 		// A new execution: pick its version now, so history records it.
 		m := turn.Messages
-		turn.Messages = append([]WorkItem(nil), m...)
+		turn.Messages = append([]provider.WorkItem(nil), m...)
 		version, ok := r.reg.resolveVersion(m[i].Name, m[i].Version)
 		if ok {
 			turn.Messages[i].Version = version
@@ -375,7 +377,7 @@ func (r *Runtime) decideTurn(item *OrchestrationItem, failure *ErrorDetails) (ac
 		turn.Poison = failure
 	case poisoned:
 		// The last attempt's reason, when this runtime knows it.
-		turn.Poison = &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonOrchestration, Instance: item.Instance,
+		turn.Poison = &provider.ErrorDetails{Kind: provider.ErrorPoison, PoisonType: provider.PoisonOrchestration, Instance: item.Instance,
 			ExecutionID: turn.ExecutionID, AttemptCount: item.AttemptCount, MaxAttempts: r.opts.MaxAttempts, Message: unregistered}
 	}
 	if fn == nil {
@@ -383,14 +385,14 @@ func (r *Runtime) decideTurn(item *OrchestrationItem, failure *ErrorDetails) (ac
 	}
 
 	res, e := r.states.run(turn, fn)
-	ack = OrchestrationAck{ExecutionID: turn.ExecutionID, HistoryDelta: res.NewEvents, WorkerItems: res.WorkerItems,
+	ack = provider.OrchestrationAck{ExecutionID: turn.ExecutionID, HistoryDelta: res.NewEvents, WorkerItems: res.WorkerItems,
 		OrchestratorItems: res.OrchestratorItems, CancelledActivities: res.CancelledActivities}
 	if len(turn.History) == 0 && len(res.NewEvents) > 0 {
-		pin, _ := ParseSemVer(r.opts.RuntimeVersion)
-		ack.Metadata = ExecutionMetadata{OrchestrationName: &res.Name, OrchestrationVersion: &res.Version,
+		pin, _ := provider.ParseSemVer(r.opts.RuntimeVersion)
+		ack.Metadata = provider.ExecutionMetadata{OrchestrationName: &res.Name, OrchestrationVersion: &res.Version,
 			ParentInstanceID: &res.ParentInstance, PinnedVersion: &pin}
 	}
-	if res.Status != StatusRunning {
+	if res.Status != provider.StatusRunning {
 		ack.Metadata.Status, ack.Metadata.Output = &res.Status, &res.Output
 	}
 	return ack, e, 0, nil
@@ -398,7 +400,7 @@ func (r *Runtime) decideTurn(item *OrchestrationItem, failure *ErrorDetails) (ac
 
 // accepts reports whether this runtime may replay an execution pinned to version.
 func (r *Runtime) accepts(version string) bool {
-	v, err := ParseSemVer(version)
+	v, err := provider.ParseSemVer(version)
 	if err != nil {
 		return false
 	}
@@ -416,19 +418,19 @@ func (r *Runtime) accepts(version string) bool {
 // at once with the reason; a turn that cannot be committed is abandoned so it runs
 // again. When a reply is lost (the ack failed, then the lock was gone), the stored
 // history tells whether the commit landed.
-func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack OrchestrationAck) bool {
+func (r *Runtime) commit(ctx context.Context, item *provider.OrchestrationItem, ack provider.OrchestrationAck) bool {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if err = r.p.AckOrchestrationItem(ctx, item.LockToken, ack); err == nil {
 			r.ended(item, ack)
 			return true
 		}
-		if !IsRetryable(err) || !sleep(ctx, 10*time.Millisecond<<attempt) {
+		if !provider.IsRetryable(err) || !sleep(ctx, 10*time.Millisecond<<attempt) {
 			break
 		}
 	}
 	switch {
-	case errors.Is(err, ErrLockLost):
+	case errors.Is(err, provider.ErrLockLost):
 		// Lost by a commit whose reply was lost (this one, or the batch's), or taken
 		// by another dispatcher after the lock lapsed.
 		if r.landed(ctx, item, ack) {
@@ -439,7 +441,7 @@ func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack Orche
 		return false
 	case unstorable(err):
 		r.log.Error("turn results cannot be stored; the execution fails", "instance", item.Instance, "err", err)
-		return r.failTurn(ctx, item, &ErrorDetails{Kind: ErrorConfiguration, ConfigKind: ConfigLimitExceeded,
+		return r.failTurn(ctx, item, &provider.ErrorDetails{Kind: provider.ErrorConfiguration, ConfigKind: provider.ConfigLimitExceeded,
 			Message: "the turn's results cannot be stored: " + clip(err.Error(), maxReasonBytes)})
 	}
 	r.log.Warn("ack orchestration item failed; the turn will run again", "instance", item.Instance, "err", err)
@@ -449,11 +451,13 @@ func (r *Runtime) commit(ctx context.Context, item *OrchestrationItem, ack Orche
 
 // unstorable reports whether a failed ack says that what it was to store never can
 // be (too large, invalid): retrying cannot help.
-func unstorable(err error) bool { return errors.Is(err, ErrInvalid) && !IsRetryable(err) }
+func unstorable(err error) bool {
+	return errors.Is(err, provider.ErrInvalid) && !provider.IsRetryable(err)
+}
 
 // failTurn ends item's execution with failure instead of running its code, and
 // reports whether that was committed.
-func (r *Runtime) failTurn(ctx context.Context, item *OrchestrationItem, failure *ErrorDetails) bool {
+func (r *Runtime) failTurn(ctx context.Context, item *provider.OrchestrationItem, failure *provider.ErrorDetails) bool {
 	ack, _, delay, err := r.decideTurn(item, failure)
 	if err != nil {
 		r.postpone(ctx, item, delay, err)
@@ -470,7 +474,7 @@ func (r *Runtime) failTurn(ctx context.Context, item *OrchestrationItem, failure
 
 // landed reports whether ack's history delta is stored: its last event is in the
 // execution's history. A turn without new events cannot be told apart (false).
-func (r *Runtime) landed(ctx context.Context, item *OrchestrationItem, ack OrchestrationAck) bool {
+func (r *Runtime) landed(ctx context.Context, item *provider.OrchestrationItem, ack provider.OrchestrationAck) bool {
 	n := len(ack.HistoryDelta)
 	if n == 0 {
 		return false
@@ -479,9 +483,9 @@ func (r *Runtime) landed(ctx context.Context, item *OrchestrationItem, ack Orche
 	for attempt := 0; attempt < 5; attempt++ {
 		events, err := r.p.ReadWithExecution(context.WithoutCancel(ctx), item.Instance, ack.ExecutionID)
 		if err == nil {
-			return slices.ContainsFunc(events, func(e Event) bool { return eventEqual(&e, last) })
+			return slices.ContainsFunc(events, func(e provider.Event) bool { return eventEqual(&e, last) })
 		}
-		if !IsRetryable(err) || !sleep(ctx, 10*time.Millisecond<<attempt) {
+		if !provider.IsRetryable(err) || !sleep(ctx, 10*time.Millisecond<<attempt) {
 			return false
 		}
 	}
@@ -502,7 +506,7 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func hasKind(items []WorkItem, k WorkItemKind) bool {
+func hasKind(items []provider.WorkItem, k provider.WorkItemKind) bool {
 	for i := range items {
 		if items[i].Kind == k {
 			return true
@@ -514,11 +518,11 @@ func hasKind(items []WorkItem, k WorkItemKind) bool {
 // firstStart is the index of the message that starts an execution, or -1.
 // continueAsNewFirst returns items with its continue-as-new messages first, the
 // others after them in their order.
-func continueAsNewFirst(items []WorkItem) []WorkItem {
-	out := make([]WorkItem, 0, len(items))
+func continueAsNewFirst(items []provider.WorkItem) []provider.WorkItem {
+	out := make([]provider.WorkItem, 0, len(items))
 	for _, first := range []bool{true, false} {
 		for _, m := range items {
-			if (m.Kind == WorkContinueAsNew) == first {
+			if (m.Kind == provider.WorkContinueAsNew) == first {
 				out = append(out, m)
 			}
 		}
@@ -526,9 +530,9 @@ func continueAsNewFirst(items []WorkItem) []WorkItem {
 	return out
 }
 
-func firstStart(items []WorkItem) int {
+func firstStart(items []provider.WorkItem) int {
 	for i := range items {
-		if items[i].Kind == WorkStartOrchestration || items[i].Kind == WorkContinueAsNew {
+		if items[i].Kind == provider.WorkStartOrchestration || items[i].Kind == provider.WorkContinueAsNew {
 			return i
 		}
 	}

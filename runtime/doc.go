@@ -1,5 +1,7 @@
-// Package runtime is duroq's durable-execution runtime and the storage contract it
-// runs on.
+// Package runtime is duroq's durable-execution runtime: the API orchestrations and
+// activities are written against, the Runtime that runs them and the Client that
+// starts, signals and inspects them. The storage contract it runs on is package
+// runtime/provider.
 //
 // Orchestrations are plain Go functions of a *Context, replayed deterministically
 // from their history on every turn (RunTurn, a pure engine: the function runs as a
@@ -13,19 +15,15 @@
 //	reg.RegisterOrchestration("Hello", func(ctx *runtime.Context, in string) (string, error) {
 //		return ctx.ScheduleActivity("Greet", in).Get()
 //	})
-//	rt, _ := runtime.New(provider, reg, runtime.Options{})
+//	rt, _ := runtime.New(p, reg, runtime.Options{}) // p: sqliteprovider.Open(...), adapter.NewMemory(...)
 //	go rt.Run(ctx)
 //	rt.Client().StartOrchestration(ctx, "hello-1", "Hello", "duroq")
 //
-// The contract is Provider (with ProviderAdmin for management): two peek-lock queues —
-// the orchestrator queue, locked per instance, and the worker queue of activities —
-// and an append-only history per execution. It is the Go shape of duroxide's
-// provider trait; package adapter implements it over an mq.MessageQueue and an
-// eventstore.EventStore, conformance.TestProvider checks any implementation against a
-// port of duroxide's provider validation suite, and conformance.TestRuntime runs the
-// end-to-end scenarios below on any of them. Events and work items are plain structs
-// whose Kind decides which fields matter; MarshalEvent and MarshalWorkItem give their
-// stored form (a format byte, then msgpack with named fields).
+// The runtime needs a provider.Provider (package runtime/provider): two peek-lock
+// queues and an append-only history per execution, the Go shape of duroxide's
+// provider trait. Package adapter implements it over an mq.MessageQueue and an
+// eventstore.EventStore; conformance.TestRuntime runs the end-to-end scenarios below
+// on any provider. A history is a []provider.Event (Replay, runtimetest.History).
 //
 // # Feature map
 //

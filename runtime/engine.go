@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // Orchestration is an orchestration's code: a plain Go function of a Context, replayed
@@ -34,12 +36,12 @@ const (
 // Turn is the input of one orchestration turn: the current execution's history and
 // the messages the provider fetched for it.
 type Turn struct {
-	Instance    string     // the instance the turn runs
-	ExecutionID uint64     // its current execution (1 for a new instance)
-	History     []Event    // that execution's stored history, ordered by EventID (empty for a new execution)
-	Messages    []WorkItem // the fetched messages, applied in order
+	Instance    string              // the instance the turn runs
+	ExecutionID uint64              // its current execution (1 for a new instance)
+	History     []provider.Event    // that execution's stored history, ordered by EventID (empty for a new execution)
+	Messages    []provider.WorkItem // the fetched messages, applied in order
 	// KVSnapshot is the instance's KV state at the end of the previous execution.
-	KVSnapshot map[string]KVValue
+	KVSnapshot map[string]provider.KVValue
 	// Now stamps the events the turn creates and schedules timers from.
 	Now time.Time
 	// RuntimeVersion stamps the events the turn creates.
@@ -48,23 +50,23 @@ type Turn struct {
 	Logger *slog.Logger
 	// Poison, when set, fails the execution with these details without running the
 	// code (a message that keeps failing its turns).
-	Poison *ErrorDetails
+	Poison *provider.ErrorDetails
 }
 
 // TurnResult is what a turn decided: the events to append, the work to enqueue and the
 // execution's state afterwards.
 type TurnResult struct {
-	NewEvents           []Event                       // the events to append to the execution's history
-	WorkerItems         []WorkItem                    // the activities to run (ActivityExecute items)
-	OrchestratorItems   []WorkItem                    // timers, starts of children, replies to a parent, a ContinueAsNew
-	CancelledActivities []ScheduledActivityIdentifier // scheduled activities the turn gave up
+	NewEvents           []provider.Event                       // the events to append to the execution's history
+	WorkerItems         []provider.WorkItem                    // the activities to run (ActivityExecute items)
+	OrchestratorItems   []provider.WorkItem                    // timers, starts of children, replies to a parent, a ContinueAsNew
+	CancelledActivities []provider.ScheduledActivityIdentifier // scheduled activities the turn gave up
 	// Status is StatusRunning unless the turn ended the execution.
 	Status string
 	// Output is the result of a Completed execution, the failure message of a
 	// Failed one, or the next execution's input after ContinuedAsNew ("" while
 	// Running).
 	Output  string
-	Failure *ErrorDetails // set when Status is StatusFailed
+	Failure *provider.ErrorDetails // set when Status is StatusFailed
 	// Name and Version of the orchestration, from its OrchestrationStarted event.
 	Name, Version string
 	// ParentInstance is the parent of a sub-orchestration ("" for a root).
@@ -100,8 +102,8 @@ func RunTurn(t Turn, fn Orchestration) TurnResult {
 
 type engine struct {
 	t      Turn
-	events []Event // history, then the turn's new events
-	nHist  int     // len(t.History)
+	events []provider.Event // history, then the turn's new events
+	nHist  int              // len(t.History)
 	res    TurnResult
 
 	// replay state
@@ -111,13 +113,13 @@ type engine struct {
 	subs      []*Future          // external-event subscriptions, in subscription order
 	queueSubs []*Future          // event-queue subscriptions, in subscription order
 	queued    map[string][]string
-	kv        map[string]KVValue
+	kv        map[string]provider.KVValue
 	custom    *string
 	replaying bool
 	now       time.Time
 	guidSeq   uint64
 	yield     func(struct{}) bool
-	failure   *ErrorDetails
+	failure   *provider.ErrorDetails
 	log       *slog.Logger
 	// unreplayable is set when a completion of this turn found no future: the code
 	// lags behind its history, which a replay of the next turn reports as
@@ -133,17 +135,17 @@ type engine struct {
 }
 
 func newEngine(t Turn) *engine {
-	e := &engine{t: t, events: append([]Event(nil), t.History...), nHist: len(t.History), futures: map[uint64]*Future{},
-		queued: map[string][]string{}, kv: map[string]KVValue{}}
+	e := &engine{t: t, events: append([]provider.Event(nil), t.History...), nHist: len(t.History), futures: map[uint64]*Future{},
+		queued: map[string][]string{}, kv: map[string]provider.KVValue{}}
 	for k, v := range t.KVSnapshot {
 		e.kv[k] = v
 	}
-	e.res.Status = StatusRunning
+	e.res.Status = provider.StatusRunning
 	for i, ev := range e.events {
 		if isDecision(ev.Kind) {
 			e.decisions = append(e.decisions, i)
 		}
-		if ev.Kind == EventOrchestrationStarted {
+		if ev.Kind == provider.EventOrchestrationStarted {
 			e.started(&ev)
 		}
 	}
@@ -151,28 +153,28 @@ func newEngine(t Turn) *engine {
 }
 
 // started takes the execution's identity from its OrchestrationStarted event.
-func (e *engine) started(ev *Event) {
+func (e *engine) started(ev *provider.Event) {
 	e.res.Name, e.res.Version = ev.Name, ev.Version
 	e.res.ParentInstance, e.res.ParentID, e.res.ParentExecutionID = ev.ParentInstance, ev.ParentID, ev.ParentExecutionID
 }
 
 // isDecision reports whether an event records a decision of the orchestration code
 // (matched positionally on replay), as opposed to something that happened to it.
-func isDecision(k EventKind) bool {
+func isDecision(k provider.EventKind) bool {
 	switch k {
-	case EventActivityScheduled, EventTimerCreated, EventExternalSubscribed, EventCustomStatusUpdated,
-		EventActivityCancelRequested, EventExternalSubscribedCancelled,
-		EventSubOrchestrationScheduled, EventSubOrchestrationCancelRequested, EventOrchestrationChained,
-		EventQueueSubscribed, EventQueueSubscriptionCancelled,
-		EventKeyValueSet, EventKeyValueCleared, EventKeyValuesCleared,
-		EventOrchestrationCompleted, EventOrchestrationFailed, EventOrchestrationContinuedAsNew:
+	case provider.EventActivityScheduled, provider.EventTimerCreated, provider.EventExternalSubscribed, provider.EventCustomStatusUpdated,
+		provider.EventActivityCancelRequested, provider.EventExternalSubscribedCancelled,
+		provider.EventSubOrchestrationScheduled, provider.EventSubOrchestrationCancelRequested, provider.EventOrchestrationChained,
+		provider.EventQueueSubscribed, provider.EventQueueSubscriptionCancelled,
+		provider.EventKeyValueSet, provider.EventKeyValueCleared, provider.EventKeyValuesCleared,
+		provider.EventOrchestrationCompleted, provider.EventOrchestrationFailed, provider.EventOrchestrationContinuedAsNew:
 		return true
 	}
 	return false
 }
 
 // appendEvent adds a new event of this turn with the next id.
-func (e *engine) appendEvent(ev Event) *Event {
+func (e *engine) appendEvent(ev provider.Event) *provider.Event {
 	ev.EventID = uint64(len(e.events)) + 1
 	ev.InstanceID, ev.ExecutionID = e.t.Instance, e.t.ExecutionID
 	ev.TimestampMs = e.t.Now.UnixMilli()
@@ -188,8 +190,8 @@ func (e *engine) run(fn Orchestration) TurnResult {
 		return e.finish() // ended executions only answer colliding starts; nothing started otherwise
 	}
 	started := e.events[0]
-	if started.Kind != EventOrchestrationStarted {
-		e.fail(&ErrorDetails{Kind: ErrorConfiguration, ConfigKind: ConfigNondeterminism,
+	if started.Kind != provider.EventOrchestrationStarted {
+		e.fail(&provider.ErrorDetails{Kind: provider.ErrorConfiguration, ConfigKind: provider.ConfigNondeterminism,
 			Message: fmt.Sprintf("history starts with %s, not OrchestrationStarted", started.Kind)})
 		return e.finish()
 	}
@@ -214,7 +216,7 @@ func (e *engine) run(fn Orchestration) TurnResult {
 // messages are delivered, giving the result RunTurn would.
 func (e *engine) resume(t Turn) TurnResult {
 	e.t, e.nHist = t, len(e.events)
-	e.res = TurnResult{Status: StatusRunning}
+	e.res = TurnResult{Status: provider.StatusRunning}
 	e.started(&e.events[0])
 	e.acceptMessages(false)
 	e.log = e.logger()
@@ -240,7 +242,7 @@ func (e *engine) startCode(fn Orchestration, input string) {
 		if p, ok := err.(*userPanic); ok {
 			switch v := p.value.(type) {
 			case *configError:
-				e.fail(&ErrorDetails{Kind: ErrorConfiguration, ConfigKind: v.kind, Message: v.msg})
+				e.fail(&provider.ErrorDetails{Kind: provider.ErrorConfiguration, ConfigKind: v.kind, Message: v.msg})
 			default:
 				if v == errAbort {
 					return
@@ -267,8 +269,8 @@ type userPanic struct {
 func (p *userPanic) Error() string { return fmt.Sprint("panic: ", p.value) }
 
 // details describes the panic as an application failure.
-func (p *userPanic) details() *ErrorDetails {
-	return &ErrorDetails{Kind: ErrorApplication, AppKind: AppPanicked, Message: clip(fmt.Sprint(p.value), maxReasonBytes), Stack: p.stack}
+func (p *userPanic) details() *provider.ErrorDetails {
+	return &provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppPanicked, Message: clip(fmt.Sprint(p.value), maxReasonBytes), Stack: p.stack}
 }
 
 // callUser calls user code fn(c, in); a panic is returned as a *userPanic error
@@ -370,7 +372,7 @@ func (e *engine) conclude() TurnResult {
 		// A cancel accepted with the message that let the code finish still wins:
 		// the code returned before it was delivered.
 		for i := range e.events {
-			if e.events[i].Kind == EventOrchestrationCancelRequested {
+			if e.events[i].Kind == provider.EventOrchestrationCancelRequested {
 				e.deliver(&e.events[i])
 				break
 			}
@@ -399,73 +401,73 @@ func (e *engine) close() {
 // duplicates and stale completions. When the execution has ended, only starts that
 // collide with it are answered.
 func (e *engine) acceptMessages(ended bool) {
-	scheduled := map[uint64]EventKind{}
+	scheduled := map[uint64]provider.EventKind{}
 	closed := map[uint64]bool{}
 	cancelRequested := false
 	for _, ev := range e.events {
 		switch ev.Kind {
-		case EventActivityScheduled, EventTimerCreated, EventSubOrchestrationScheduled:
+		case provider.EventActivityScheduled, provider.EventTimerCreated, provider.EventSubOrchestrationScheduled:
 			scheduled[ev.EventID] = ev.Kind
-		case EventActivityCompleted, EventActivityFailed, EventTimerFired, EventActivityCancelRequested,
-			EventSubOrchestrationCompleted, EventSubOrchestrationFailed, EventSubOrchestrationCancelRequested:
+		case provider.EventActivityCompleted, provider.EventActivityFailed, provider.EventTimerFired, provider.EventActivityCancelRequested,
+			provider.EventSubOrchestrationCompleted, provider.EventSubOrchestrationFailed, provider.EventSubOrchestrationCancelRequested:
 			closed[ev.SourceEventID] = true
-		case EventOrchestrationCancelRequested:
+		case provider.EventOrchestrationCancelRequested:
 			cancelRequested = true
 		}
 	}
 	for _, m := range e.t.Messages {
-		if ended && m.Kind != WorkStartOrchestration {
+		if ended && m.Kind != provider.WorkStartOrchestration {
 			continue
 		}
 		switch m.Kind {
-		case WorkStartOrchestration, WorkContinueAsNew:
+		case provider.WorkStartOrchestration, provider.WorkContinueAsNew:
 			if len(e.events) == 0 {
-				ev := e.appendEvent(Event{Kind: EventOrchestrationStarted, Name: m.Name, Version: m.Version, Input: m.Input,
+				ev := e.appendEvent(provider.Event{Kind: provider.EventOrchestrationStarted, Name: m.Name, Version: m.Version, Input: m.Input,
 					ParentInstance: m.ParentInstance, ParentID: m.ParentID, ParentExecutionID: m.ParentExecutionID,
 					CarryForward: m.CarryForward, InitialCustomStatus: m.InitialCustomStatus})
 				e.started(ev)
-			} else if m.Kind == WorkStartOrchestration {
+			} else if m.Kind == provider.WorkStartOrchestration {
 				e.answerCollision(m)
 			}
-		case WorkActivityCompleted, WorkActivityFailed, WorkTimerFired:
-			want := EventActivityScheduled
-			if m.Kind == WorkTimerFired {
-				want = EventTimerCreated
+		case provider.WorkActivityCompleted, provider.WorkActivityFailed, provider.WorkTimerFired:
+			want := provider.EventActivityScheduled
+			if m.Kind == provider.WorkTimerFired {
+				want = provider.EventTimerCreated
 			}
 			if m.ExecutionID != e.t.ExecutionID || scheduled[m.ID] != want || closed[m.ID] {
 				continue // stale (another execution), unknown or already answered
 			}
 			closed[m.ID] = true
 			switch m.Kind {
-			case WorkActivityCompleted:
-				e.appendEvent(Event{Kind: EventActivityCompleted, SourceEventID: m.ID, Result: m.Result})
-			case WorkActivityFailed:
-				e.appendEvent(Event{Kind: EventActivityFailed, SourceEventID: m.ID, Details: m.Details})
+			case provider.WorkActivityCompleted:
+				e.appendEvent(provider.Event{Kind: provider.EventActivityCompleted, SourceEventID: m.ID, Result: m.Result})
+			case provider.WorkActivityFailed:
+				e.appendEvent(provider.Event{Kind: provider.EventActivityFailed, SourceEventID: m.ID, Details: m.Details})
 			default:
-				e.appendEvent(Event{Kind: EventTimerFired, SourceEventID: m.ID, FireAtMs: m.FireAtMs})
+				e.appendEvent(provider.Event{Kind: provider.EventTimerFired, SourceEventID: m.ID, FireAtMs: m.FireAtMs})
 			}
-		case WorkSubOrchCompleted, WorkSubOrchFailed:
-			if m.ParentExecutionID != e.t.ExecutionID || scheduled[m.ParentID] != EventSubOrchestrationScheduled || closed[m.ParentID] {
+		case provider.WorkSubOrchCompleted, provider.WorkSubOrchFailed:
+			if m.ParentExecutionID != e.t.ExecutionID || scheduled[m.ParentID] != provider.EventSubOrchestrationScheduled || closed[m.ParentID] {
 				continue
 			}
 			closed[m.ParentID] = true
-			if m.Kind == WorkSubOrchCompleted {
-				e.appendEvent(Event{Kind: EventSubOrchestrationCompleted, SourceEventID: m.ParentID, Result: m.Result})
+			if m.Kind == provider.WorkSubOrchCompleted {
+				e.appendEvent(provider.Event{Kind: provider.EventSubOrchestrationCompleted, SourceEventID: m.ParentID, Result: m.Result})
 			} else {
-				e.appendEvent(Event{Kind: EventSubOrchestrationFailed, SourceEventID: m.ParentID, Details: m.Details})
+				e.appendEvent(provider.Event{Kind: provider.EventSubOrchestrationFailed, SourceEventID: m.ParentID, Details: m.Details})
 			}
-		case WorkExternalRaised:
+		case provider.WorkExternalRaised:
 			if len(e.events) > 0 {
-				e.appendEvent(Event{Kind: EventExternalEvent, Name: m.Name, Data: m.Data})
+				e.appendEvent(provider.Event{Kind: provider.EventExternalEvent, Name: m.Name, Data: m.Data})
 			}
-		case WorkQueueMessage:
+		case provider.WorkQueueMessage:
 			if len(e.events) > 0 {
-				e.appendEvent(Event{Kind: EventQueueEventDelivered, Name: m.Name, Data: m.Data})
+				e.appendEvent(provider.Event{Kind: provider.EventQueueEventDelivered, Name: m.Name, Data: m.Data})
 			}
-		case WorkCancelInstance:
+		case provider.WorkCancelInstance:
 			if len(e.events) > 0 && !cancelRequested {
 				cancelRequested = true
-				e.appendEvent(Event{Kind: EventOrchestrationCancelRequested, Reason: m.Reason})
+				e.appendEvent(provider.Event{Kind: provider.EventOrchestrationCancelRequested, Reason: m.Reason})
 			}
 		}
 	}
@@ -475,7 +477,7 @@ func (e *engine) acceptMessages(ended bool) {
 // start (same parent link) is ignored, so starts are idempotent; a parent asking for
 // a child id that another instance already uses is told at once instead of waiting
 // forever.
-func (e *engine) answerCollision(m WorkItem) {
+func (e *engine) answerCollision(m provider.WorkItem) {
 	if m.ParentInstance == "" {
 		return
 	}
@@ -483,17 +485,17 @@ func (e *engine) answerCollision(m WorkItem) {
 	if s.ParentInstance == m.ParentInstance && s.ParentID == m.ParentID && s.ParentExecutionID == m.ParentExecutionID {
 		return
 	}
-	e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkSubOrchFailed, Instance: m.Instance,
+	e.res.OrchestratorItems = append(e.res.OrchestratorItems, provider.WorkItem{Kind: provider.WorkSubOrchFailed, Instance: m.Instance,
 		ParentInstance: m.ParentInstance, ParentID: m.ParentID, ParentExecutionID: m.ParentExecutionID,
-		Details: &ErrorDetails{Kind: ErrorApplication, AppKind: AppOrchestrationFailed,
+		Details: &provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppOrchestrationFailed,
 			Message: fmt.Sprintf("sub-orchestration instance %q already exists (orchestration %s)", m.Instance, s.Name)}})
 }
 
 // deliver applies one event to the futures; it reports whether the code should run.
-func (e *engine) deliver(ev *Event) bool {
+func (e *engine) deliver(ev *provider.Event) bool {
 	e.replaying = int(ev.EventID) <= e.nHist
 	switch ev.Kind {
-	case EventActivityCompleted, EventActivityFailed, EventTimerFired, EventSubOrchestrationCompleted, EventSubOrchestrationFailed:
+	case provider.EventActivityCompleted, provider.EventActivityFailed, provider.EventTimerFired, provider.EventSubOrchestrationCompleted, provider.EventSubOrchestrationFailed:
 		f := e.futures[ev.SourceEventID]
 		if f == nil {
 			if int(ev.EventID) <= e.nHist {
@@ -506,24 +508,24 @@ func (e *engine) deliver(ev *Event) bool {
 			return false
 		}
 		e.now = time.UnixMilli(ev.TimestampMs)
-		if d := ev.Details; d != nil && d.Kind != ErrorApplication {
+		if d := ev.Details; d != nil && d.Kind != provider.ErrorApplication {
 			// Only application errors reach the code: a poisoned or misconfigured
 			// activity or child fails this orchestration with the same details.
 			e.fail(d)
 			return true
 		}
 		switch ev.Kind {
-		case EventActivityCompleted, EventSubOrchestrationCompleted:
+		case provider.EventActivityCompleted, provider.EventSubOrchestrationCompleted:
 			f.resolve(ev.Result, nil)
-		case EventActivityFailed:
+		case provider.EventActivityFailed:
 			f.resolve("", &ActivityError{Name: f.name, Details: ev.Details})
-		case EventSubOrchestrationFailed:
+		case provider.EventSubOrchestrationFailed:
 			f.resolve("", &SubOrchestrationError{Instance: f.child, Details: ev.Details})
 		default:
 			f.resolve("", nil)
 		}
 		return true
-	case EventExternalEvent:
+	case provider.EventExternalEvent:
 		for _, f := range e.subs {
 			if !f.done && !f.cancelled && f.name == ev.Name {
 				e.now = time.UnixMilli(ev.TimestampMs)
@@ -532,16 +534,16 @@ func (e *engine) deliver(ev *Event) bool {
 			}
 		}
 		return false // raised with nobody waiting: dropped
-	case EventQueueEventDelivered:
+	case provider.EventQueueEventDelivered:
 		e.queued[ev.Name] = append(e.queued[ev.Name], ev.Data)
 		if e.matchQueue(ev.Name) {
 			e.now = time.UnixMilli(ev.TimestampMs)
 			return true
 		}
 		return false // buffered until a subscription takes it
-	case EventOrchestrationCancelRequested:
+	case provider.EventOrchestrationCancelRequested:
 		e.cancelAll()
-		e.fail(&ErrorDetails{Kind: ErrorApplication, AppKind: AppCancelled, Reason: ev.Reason})
+		e.fail(&provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppCancelled, Reason: ev.Reason})
 		return true
 	}
 	return false
@@ -566,7 +568,7 @@ func (e *engine) matchQueue(queue string) bool {
 // nondeterministic fails the turn from the engine side (outside the coroutine).
 func nondeterministic(e *engine, msg string) {
 	if e.failure == nil {
-		e.fail(&ErrorDetails{Kind: ErrorConfiguration, ConfigKind: ConfigNondeterminism, Message: msg})
+		e.fail(&provider.ErrorDetails{Kind: provider.ErrorConfiguration, ConfigKind: provider.ConfigNondeterminism, Message: msg})
 	}
 }
 
@@ -580,12 +582,12 @@ func (e *engine) peekDecisionID() uint64 {
 
 // decide records a decision of the code: on replay it must match the next recorded
 // decision; past the history it is a new event.
-func (e *engine) decide(ev Event) *Event {
+func (e *engine) decide(ev provider.Event) *provider.Event {
 	if e.cursor < len(e.decisions) {
 		rec := &e.events[e.decisions[e.cursor]]
 		e.cursor++
 		if msg := mismatch(rec, &ev); msg != "" {
-			panic(&configError{kind: ConfigNondeterminism, msg: fmt.Sprintf("decision %d (event %d): %s", e.cursor, rec.EventID, msg)})
+			panic(&configError{kind: provider.ConfigNondeterminism, msg: fmt.Sprintf("decision %d (event %d): %s", e.cursor, rec.EventID, msg)})
 		}
 		return rec
 	}
@@ -597,34 +599,34 @@ func (e *engine) decide(ev Event) *Event {
 }
 
 // isNew reports whether ev was decided by this turn (not replayed from history).
-func (e *engine) isNew(ev *Event) bool { return int(ev.EventID) > e.nHist }
+func (e *engine) isNew(ev *provider.Event) bool { return int(ev.EventID) > e.nHist }
 
 // mismatch describes how a replayed decision differs from the recorded one ("" if it
 // does not). Timer fire times, KV timestamps and custom status values are not compared.
-func mismatch(rec, now *Event) string {
+func mismatch(rec, now *provider.Event) string {
 	if rec.Kind != now.Kind {
 		return fmt.Sprintf("the code now decides %s where history recorded %s", now.Kind, rec.Kind)
 	}
 	switch now.Kind {
-	case EventActivityScheduled:
+	case provider.EventActivityScheduled:
 		if rec.Name != now.Name || rec.Input != now.Input || rec.SessionID != now.SessionID || rec.Tag != now.Tag {
 			return fmt.Sprintf("activity %q(%q) session %q tag %q, history has %q(%q) session %q tag %q",
 				now.Name, now.Input, now.SessionID, now.Tag, rec.Name, rec.Input, rec.SessionID, rec.Tag)
 		}
-	case EventSubOrchestrationScheduled, EventOrchestrationChained:
+	case provider.EventSubOrchestrationScheduled, provider.EventOrchestrationChained:
 		if rec.Name != now.Name || rec.Instance != now.Instance || rec.Input != now.Input || rec.Version != now.Version {
 			return fmt.Sprintf("%s %q instance %q version %q input %q, history has %q instance %q version %q input %q",
 				now.Kind, now.Name, now.Instance, now.Version, now.Input, rec.Name, rec.Instance, rec.Version, rec.Input)
 		}
-	case EventExternalSubscribed, EventQueueSubscribed:
+	case provider.EventExternalSubscribed, provider.EventQueueSubscribed:
 		if rec.Name != now.Name {
 			return fmt.Sprintf("%s %q, history has %q", now.Kind, now.Name, rec.Name)
 		}
-	case EventKeyValueSet, EventKeyValueCleared:
+	case provider.EventKeyValueSet, provider.EventKeyValueCleared:
 		if rec.Key != now.Key || rec.Value != now.Value {
 			return fmt.Sprintf("%s %q=%q, history has %q=%q", now.Kind, now.Key, now.Value, rec.Key, rec.Value)
 		}
-	case EventActivityCancelRequested, EventExternalSubscribedCancelled, EventSubOrchestrationCancelRequested, EventQueueSubscriptionCancelled:
+	case provider.EventActivityCancelRequested, provider.EventExternalSubscribedCancelled, provider.EventSubOrchestrationCancelRequested, provider.EventQueueSubscriptionCancelled:
 		if rec.SourceEventID != now.SourceEventID {
 			return fmt.Sprintf("cancel of event %d, history cancels %d", now.SourceEventID, rec.SourceEventID)
 		}
@@ -651,35 +653,35 @@ func (e *engine) cancelAll() {
 // itself cancels (the execution ends): then nothing is matched against history.
 func (e *engine) cancelFuture(f *Future, reason string, decide bool) {
 	f.cancelled = true
-	var kind EventKind
+	var kind provider.EventKind
 	switch f.kind {
-	case EventActivityScheduled:
-		kind = EventActivityCancelRequested
-	case EventExternalSubscribed:
-		kind = EventExternalSubscribedCancelled
-	case EventQueueSubscribed:
-		kind = EventQueueSubscriptionCancelled
-	case EventSubOrchestrationScheduled:
-		kind = EventSubOrchestrationCancelRequested
+	case provider.EventActivityScheduled:
+		kind = provider.EventActivityCancelRequested
+	case provider.EventExternalSubscribed:
+		kind = provider.EventExternalSubscribedCancelled
+	case provider.EventQueueSubscribed:
+		kind = provider.EventQueueSubscriptionCancelled
+	case provider.EventSubOrchestrationScheduled:
+		kind = provider.EventSubOrchestrationCancelRequested
 	default:
 		return // timers need no cancellation
 	}
 	if decide {
-		if ev := e.decide(Event{Kind: kind, SourceEventID: f.id, Reason: reason}); !e.isNew(ev) {
+		if ev := e.decide(provider.Event{Kind: kind, SourceEventID: f.id, Reason: reason}); !e.isNew(ev) {
 			return // decided in an earlier turn: the side effect was issued then
 		}
 	}
 	switch kind {
-	case EventActivityCancelRequested:
+	case provider.EventActivityCancelRequested:
 		e.res.CancelledActivities = append(e.res.CancelledActivities,
-			ScheduledActivityIdentifier{Instance: e.t.Instance, ExecutionID: e.t.ExecutionID, ActivityID: f.id})
-	case EventSubOrchestrationCancelRequested:
+			provider.ScheduledActivityIdentifier{Instance: e.t.Instance, ExecutionID: e.t.ExecutionID, ActivityID: f.id})
+	case provider.EventSubOrchestrationCancelRequested:
 		e.res.OrchestratorItems = append(e.res.OrchestratorItems,
-			WorkItem{Kind: WorkCancelInstance, Instance: f.child, Reason: "parent canceled"})
+			provider.WorkItem{Kind: provider.WorkCancelInstance, Instance: f.child, Reason: "parent canceled"})
 	}
 }
 
-func (e *engine) fail(d *ErrorDetails) {
+func (e *engine) fail(d *provider.ErrorDetails) {
 	if e.failure == nil {
 		e.failure = d
 	}
@@ -696,25 +698,25 @@ func (e *engine) complete(output string, err error) {
 			if !ok {
 				panic(p)
 			}
-			e.fail(&ErrorDetails{Kind: ErrorConfiguration, ConfigKind: ce.kind, Message: ce.msg})
+			e.fail(&provider.ErrorDetails{Kind: provider.ErrorConfiguration, ConfigKind: ce.kind, Message: ce.msg})
 		}
 	}()
 	var can *errContinueAsNew
 	switch {
 	case err == nil:
-		e.decide(Event{Kind: EventOrchestrationCompleted, Output: output})
-		e.res.Status, e.res.Output = StatusCompleted, output
+		e.decide(provider.Event{Kind: provider.EventOrchestrationCompleted, Output: output})
+		e.res.Status, e.res.Output = provider.StatusCompleted, output
 	case errors.As(err, &can):
-		e.decide(Event{Kind: EventOrchestrationContinuedAsNew, Input: can.input})
-		e.res.Status, e.res.Output = StatusContinuedAsNew, can.input
-		e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkContinueAsNew, Instance: e.t.Instance,
+		e.decide(provider.Event{Kind: provider.EventOrchestrationContinuedAsNew, Input: can.input})
+		e.res.Status, e.res.Output = provider.StatusContinuedAsNew, can.input
+		e.res.OrchestratorItems = append(e.res.OrchestratorItems, provider.WorkItem{Kind: provider.WorkContinueAsNew, Instance: e.t.Instance,
 			Name: e.res.Name, Version: can.version, Input: can.input,
 			ParentInstance: e.res.ParentInstance, ParentID: e.res.ParentID, ParentExecutionID: e.res.ParentExecutionID,
 			CarryForward: e.carryForward(), InitialCustomStatus: e.custom})
 	default:
-		e.fail(&ErrorDetails{Kind: ErrorApplication, AppKind: AppOrchestrationFailed, Message: err.Error()})
+		e.fail(&provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppOrchestrationFailed, Message: err.Error()})
 	}
-	if e.res.Status != StatusRunning {
+	if e.res.Status != provider.StatusRunning {
 		e.cancelAll()
 	}
 }
@@ -723,11 +725,11 @@ func (e *engine) complete(output string, err error) {
 // after the first k of a queue with k consumers) in arrival order — those carried
 // into this execution first, then those delivered during it — keeping the newest
 // MaxCarryForward whatever their queues.
-func (e *engine) carryForward() []NameData {
+func (e *engine) carryForward() []provider.NameData {
 	arrived := slices.Clone(e.events[0].CarryForward)
 	for i := range e.events {
-		if ev := &e.events[i]; ev.Kind == EventQueueEventDelivered {
-			arrived = append(arrived, NameData{Name: ev.Name, Data: ev.Data})
+		if ev := &e.events[i]; ev.Kind == provider.EventQueueEventDelivered {
+			arrived = append(arrived, provider.NameData{Name: ev.Name, Data: ev.Data})
 		}
 	}
 	consumed := map[string]int{}
@@ -736,7 +738,7 @@ func (e *engine) carryForward() []NameData {
 			consumed[f.name]++
 		}
 	}
-	var out []NameData
+	var out []provider.NameData
 	for _, m := range arrived {
 		if consumed[m.Name] > 0 {
 			consumed[m.Name]--
@@ -753,41 +755,41 @@ func (e *engine) carryForward() []NameData {
 
 // finish turns the turn's new events into work items and fills in the result.
 func (e *engine) finish() TurnResult {
-	if e.failure != nil && e.res.Status == StatusRunning && len(e.events) > 0 {
+	if e.failure != nil && e.res.Status == provider.StatusRunning && len(e.events) > 0 {
 		e.cancelAll()
-		e.appendEvent(Event{Kind: EventOrchestrationFailed, Details: e.failure})
-		e.res.Status, e.res.Failure, e.res.Output = StatusFailed, e.failure, e.failure.DisplayMessage()
+		e.appendEvent(provider.Event{Kind: provider.EventOrchestrationFailed, Details: e.failure})
+		e.res.Status, e.res.Failure, e.res.Output = provider.StatusFailed, e.failure, e.failure.DisplayMessage()
 	}
 	for i := e.nHist; i < len(e.events); i++ {
 		ev := &e.events[i]
 		e.res.NewEvents = append(e.res.NewEvents, *ev)
 		switch ev.Kind {
-		case EventActivityScheduled:
-			e.res.WorkerItems = append(e.res.WorkerItems, WorkItem{Kind: WorkActivityExecute, Instance: e.t.Instance,
+		case provider.EventActivityScheduled:
+			e.res.WorkerItems = append(e.res.WorkerItems, provider.WorkItem{Kind: provider.WorkActivityExecute, Instance: e.t.Instance,
 				ExecutionID: e.t.ExecutionID, ID: ev.EventID, Name: ev.Name, Input: ev.Input, SessionID: ev.SessionID, Tag: ev.Tag})
-		case EventTimerCreated:
-			if e.res.Status != StatusRunning {
+		case provider.EventTimerCreated:
+			if e.res.Status != provider.StatusRunning {
 				continue // the execution ended: nobody can consume the timer
 			}
-			e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkTimerFired, Instance: e.t.Instance,
+			e.res.OrchestratorItems = append(e.res.OrchestratorItems, provider.WorkItem{Kind: provider.WorkTimerFired, Instance: e.t.Instance,
 				ExecutionID: e.t.ExecutionID, ID: ev.EventID, FireAtMs: ev.FireAtMs})
-		case EventSubOrchestrationScheduled:
-			e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkStartOrchestration, Instance: ev.Instance,
-				ExecutionID: InitialExecutionID, Name: ev.Name, Version: ev.Version, Input: ev.Input,
+		case provider.EventSubOrchestrationScheduled:
+			e.res.OrchestratorItems = append(e.res.OrchestratorItems, provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: ev.Instance,
+				ExecutionID: provider.InitialExecutionID, Name: ev.Name, Version: ev.Version, Input: ev.Input,
 				ParentInstance: e.t.Instance, ParentID: ev.EventID, ParentExecutionID: e.t.ExecutionID})
-		case EventOrchestrationChained:
-			e.res.OrchestratorItems = append(e.res.OrchestratorItems, WorkItem{Kind: WorkStartOrchestration, Instance: ev.Instance,
-				ExecutionID: InitialExecutionID, Name: ev.Name, Version: ev.Version, Input: ev.Input})
-		case EventCustomStatusUpdated:
+		case provider.EventOrchestrationChained:
+			e.res.OrchestratorItems = append(e.res.OrchestratorItems, provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: ev.Instance,
+				ExecutionID: provider.InitialExecutionID, Name: ev.Name, Version: ev.Version, Input: ev.Input})
+		case provider.EventCustomStatusUpdated:
 			status := ev.Status
 			e.res.CustomStatus = &status
 		}
 	}
-	if e.res.ParentInstance != "" && (e.res.Status == StatusCompleted || e.res.Status == StatusFailed) {
-		reply := WorkItem{Kind: WorkSubOrchCompleted, Instance: e.t.Instance, ParentInstance: e.res.ParentInstance,
+	if e.res.ParentInstance != "" && (e.res.Status == provider.StatusCompleted || e.res.Status == provider.StatusFailed) {
+		reply := provider.WorkItem{Kind: provider.WorkSubOrchCompleted, Instance: e.t.Instance, ParentInstance: e.res.ParentInstance,
 			ParentID: e.res.ParentID, ParentExecutionID: e.res.ParentExecutionID, Result: e.res.Output}
-		if e.res.Status == StatusFailed {
-			reply.Kind, reply.Result, reply.Details = WorkSubOrchFailed, "", e.res.Failure
+		if e.res.Status == provider.StatusFailed {
+			reply.Kind, reply.Result, reply.Details = provider.WorkSubOrchFailed, "", e.res.Failure
 		}
 		e.res.OrchestratorItems = append(e.res.OrchestratorItems, reply)
 	}
@@ -796,8 +798,8 @@ func (e *engine) finish() TurnResult {
 
 // ActivityError is the error a failed activity's future returns.
 type ActivityError struct {
-	Name    string        // the activity's name
-	Details *ErrorDetails // the recorded failure (Application, or Poison after too many attempts)
+	Name    string                 // the activity's name
+	Details *provider.ErrorDetails // the recorded failure (Application, or Poison after too many attempts)
 }
 
 // Error names the activity and renders the failure (DisplayMessage).
@@ -810,8 +812,8 @@ func (e *ActivityError) Error() string {
 
 // SubOrchestrationError is the error a failed sub-orchestration's future returns.
 type SubOrchestrationError struct {
-	Instance string        // the child instance
-	Details  *ErrorDetails // why it failed, as its OrchestrationFailed event says
+	Instance string                 // the child instance
+	Details  *provider.ErrorDetails // why it failed, as its OrchestrationFailed event says
 }
 
 // Error names the child instance and renders the failure (DisplayMessage).

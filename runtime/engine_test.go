@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // instance plays the provider for the engine: it keeps the history of one execution
@@ -15,7 +17,7 @@ import (
 type instance struct {
 	t       *testing.T
 	fn      Orchestration
-	history []Event
+	history []provider.Event
 	now     time.Time
 }
 
@@ -24,7 +26,7 @@ func newInstance(t *testing.T, fn Orchestration) *instance {
 }
 
 // turn runs one turn with msgs, appends its events to the history and returns it.
-func (in *instance) turn(msgs ...WorkItem) TurnResult {
+func (in *instance) turn(msgs ...provider.WorkItem) TurnResult {
 	in.t.Helper()
 	in.now = in.now.Add(time.Second)
 	res := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: msgs, Now: in.now}, in.fn)
@@ -35,24 +37,24 @@ func (in *instance) turn(msgs ...WorkItem) TurnResult {
 	}
 	in.history = append(in.history, res.NewEvents...)
 	// Replaying the whole history afterwards must decide nothing new.
-	if res.Status == StatusRunning {
+	if res.Status == provider.StatusRunning {
 		again := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Now: in.now}, in.fn)
-		if len(again.NewEvents) != 0 || len(again.WorkerItems) != 0 || again.Status != StatusRunning {
+		if len(again.NewEvents) != 0 || len(again.WorkerItems) != 0 || again.Status != provider.StatusRunning {
 			in.t.Fatalf("replaying the recorded history decided again: %+v", again)
 		}
 	}
 	return res
 }
 
-func start(input string) WorkItem {
-	return WorkItem{Kind: WorkStartOrchestration, Instance: "i", Name: "Orch", Version: "1.0.0", Input: input, ExecutionID: 1}
+func start(input string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: "i", Name: "Orch", Version: "1.0.0", Input: input, ExecutionID: 1}
 }
 
-func done(id uint64, result string) WorkItem {
-	return WorkItem{Kind: WorkActivityCompleted, Instance: "i", ExecutionID: 1, ID: id, Result: result}
+func done(id uint64, result string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: "i", ExecutionID: 1, ID: id, Result: result}
 }
 
-func kinds(evs []Event) string {
+func kinds(evs []provider.Event) string {
 	var s []string
 	for _, e := range evs {
 		s = append(s, string(e.Kind))
@@ -81,7 +83,7 @@ func TestSequentialActivitiesCompleteAcrossTurns(t *testing.T) {
 		t.Fatalf("turn 2 scheduled %+v; want B(a-out)", r.WorkerItems)
 	}
 	r = in.turn(done(4, "b-out"))
-	if r.Status != StatusCompleted || r.Output != "out:b-out" {
+	if r.Status != provider.StatusCompleted || r.Output != "out:b-out" {
 		t.Fatalf("turn 3: status %s output %q; want Completed out:b-out", r.Status, r.Output)
 	}
 	if got := kinds(in.history); got != "OrchestrationStarted,ActivityScheduled,ActivityCompleted,ActivityScheduled,ActivityCompleted,OrchestrationCompleted" {
@@ -101,7 +103,7 @@ func TestDuplicateAndStaleCompletionsAreDropped(t *testing.T) {
 		t.Fatalf("stale completions made events %s", kinds(r.NewEvents))
 	}
 	r = in.turn(done(2, "first"), done(2, "duplicate"))
-	if r.Status != StatusCompleted || r.Output != "first" {
+	if r.Status != provider.StatusCompleted || r.Output != "first" {
 		t.Fatalf("status %s output %q; want the first completion", r.Status, r.Output)
 	}
 }
@@ -129,13 +131,13 @@ func TestFanOutJoinIsLinear(t *testing.T) {
 	if len(r.WorkerItems) != n {
 		t.Fatalf("scheduled %d activities, want %d", len(r.WorkerItems), n)
 	}
-	var msgs []WorkItem
+	var msgs []provider.WorkItem
 	for _, w := range r.WorkerItems {
 		msgs = append(msgs, done(w.ID, "ok"))
 	}
 	begin := time.Now()
 	r = in.turn(msgs...)
-	if r.Status != StatusCompleted || r.Output != fmt.Sprint(2*n) {
+	if r.Status != provider.StatusCompleted || r.Output != fmt.Sprint(2*n) {
 		t.Fatalf("status %s output %q", r.Status, r.Output)
 	}
 	if d := time.Since(begin); d > 5*time.Second {
@@ -153,11 +155,11 @@ func TestSelectTimerBeatsActivityAndCancelsIt(t *testing.T) {
 		return act.Get()
 	})
 	r := in.turn(start(""))
-	if len(r.OrchestratorItems) != 1 || r.OrchestratorItems[0].Kind != WorkTimerFired || r.OrchestratorItems[0].FireAtMs != in.now.Add(time.Minute).UnixMilli() {
+	if len(r.OrchestratorItems) != 1 || r.OrchestratorItems[0].Kind != provider.WorkTimerFired || r.OrchestratorItems[0].FireAtMs != in.now.Add(time.Minute).UnixMilli() {
 		t.Fatalf("timer items %+v; want a TimerFired at now+1m", r.OrchestratorItems)
 	}
-	r = in.turn(WorkItem{Kind: WorkTimerFired, Instance: "i", ExecutionID: 1, ID: 3})
-	if r.Status != StatusCompleted || r.Output != "timeout" {
+	r = in.turn(provider.WorkItem{Kind: provider.WorkTimerFired, Instance: "i", ExecutionID: 1, ID: 3})
+	if r.Status != provider.StatusCompleted || r.Output != "timeout" {
 		t.Fatalf("status %s output %q; want timeout", r.Status, r.Output)
 	}
 	if len(r.CancelledActivities) != 1 || r.CancelledActivities[0].ActivityID != 2 {
@@ -167,7 +169,7 @@ func TestSelectTimerBeatsActivityAndCancelsIt(t *testing.T) {
 		t.Fatalf("events %s lack the cancellation breadcrumb", kinds(r.NewEvents))
 	}
 	// A late completion of the cancelled activity changes nothing.
-	if r := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: []WorkItem{done(2, "late")}}, in.fn); len(r.NewEvents) != 0 {
+	if r := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: []provider.WorkItem{done(2, "late")}}, in.fn); len(r.NewEvents) != 0 {
 		t.Fatalf("late completion after the end made events %s", kinds(r.NewEvents))
 	}
 }
@@ -178,12 +180,12 @@ func TestExternalEventsArePositional(t *testing.T) {
 		b, _ := ctx.WaitForEvent("approve").Get()
 		return a + "+" + b, nil
 	})
-	in.turn(start(""), WorkItem{Kind: WorkExternalRaised, Instance: "i", Name: "other", Data: "ignored"})
-	r := in.turn(WorkItem{Kind: WorkExternalRaised, Instance: "i", Name: "approve", Data: "first"})
-	if r.Status != StatusRunning {
+	in.turn(start(""), provider.WorkItem{Kind: provider.WorkExternalRaised, Instance: "i", Name: "other", Data: "ignored"})
+	r := in.turn(provider.WorkItem{Kind: provider.WorkExternalRaised, Instance: "i", Name: "approve", Data: "first"})
+	if r.Status != provider.StatusRunning {
 		t.Fatalf("status %s after one of two events", r.Status)
 	}
-	r = in.turn(WorkItem{Kind: WorkExternalRaised, Instance: "i", Name: "approve", Data: "second"})
+	r = in.turn(provider.WorkItem{Kind: provider.WorkExternalRaised, Instance: "i", Name: "approve", Data: "second"})
 	if r.Output != "first+second" {
 		t.Fatalf("output %q; want first+second", r.Output)
 	}
@@ -197,8 +199,8 @@ func TestChangedCodeFailsWithNondeterminism(t *testing.T) {
 	in.fn = func(ctx *Context, input string) (string, error) {
 		return ctx.ScheduleActivity("B", "").Get() // deployed code now schedules B
 	}
-	r := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: []WorkItem{done(2, "x")}}, in.fn)
-	if r.Status != StatusFailed || r.Failure.Kind != ErrorConfiguration || r.Failure.ConfigKind != ConfigNondeterminism {
+	r := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: []provider.WorkItem{done(2, "x")}}, in.fn)
+	if r.Status != provider.StatusFailed || r.Failure.Kind != provider.ErrorConfiguration || r.Failure.ConfigKind != provider.ConfigNondeterminism {
 		t.Fatalf("status %s failure %+v; want a nondeterminism failure", r.Status, r.Failure)
 	}
 	if !strings.Contains(r.Failure.Message, `"B"`) || !strings.Contains(r.Failure.Message, `"A"`) {
@@ -219,8 +221,8 @@ func TestCodeThatNowEndsEarlyFailsWithNondeterminism(t *testing.T) {
 	in.fn = func(ctx *Context, input string) (string, error) {
 		return ctx.ScheduleActivity("A", "").Get() // deployed code now ends after A
 	}
-	r := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: []WorkItem{done(4, "b")}}, in.fn)
-	if r.Status != StatusFailed || r.Failure.ConfigKind != ConfigNondeterminism ||
+	r := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: in.history, Messages: []provider.WorkItem{done(4, "b")}}, in.fn)
+	if r.Status != provider.StatusFailed || r.Failure.ConfigKind != provider.ConfigNondeterminism ||
 		!strings.Contains(r.Failure.Message, "OrchestrationCompleted where history recorded ActivityScheduled") {
 		t.Fatalf("status %s failure %+v; want a nondeterminism failure naming the early end", r.Status, r.Failure)
 	}
@@ -228,11 +230,11 @@ func TestCodeThatNowEndsEarlyFailsWithNondeterminism(t *testing.T) {
 
 func TestPanicsAndErrorsFailTheOrchestration(t *testing.T) {
 	r := newInstance(t, func(ctx *Context, input string) (string, error) { panic("boom") }).turn(start(""))
-	if r.Status != StatusFailed || r.Failure.AppKind != AppPanicked || !strings.Contains(r.Output, "boom") {
+	if r.Status != provider.StatusFailed || r.Failure.AppKind != provider.AppPanicked || !strings.Contains(r.Output, "boom") {
 		t.Fatalf("panic: status %s failure %+v", r.Status, r.Failure)
 	}
 	r = newInstance(t, func(ctx *Context, input string) (string, error) { return "", errors.New("bad input") }).turn(start(""))
-	if r.Status != StatusFailed || r.Failure.AppKind != AppOrchestrationFailed || r.Output != "bad input" {
+	if r.Status != provider.StatusFailed || r.Failure.AppKind != provider.AppOrchestrationFailed || r.Output != "bad input" {
 		t.Fatalf("error: status %s output %q", r.Status, r.Output)
 	}
 }
@@ -242,8 +244,8 @@ func TestCancelInstanceFailsAndCancelsPendingActivities(t *testing.T) {
 		return ctx.ScheduleActivity("Long", "").Get()
 	})
 	in.turn(start(""))
-	r := in.turn(WorkItem{Kind: WorkCancelInstance, Instance: "i", Reason: "user request"})
-	if r.Status != StatusFailed || r.Failure.AppKind != AppCancelled || r.Failure.Reason != "user request" {
+	r := in.turn(provider.WorkItem{Kind: provider.WorkCancelInstance, Instance: "i", Reason: "user request"})
+	if r.Status != provider.StatusFailed || r.Failure.AppKind != provider.AppCancelled || r.Failure.Reason != "user request" {
 		t.Fatalf("status %s failure %+v; want Cancelled(user request)", r.Status, r.Failure)
 	}
 	if len(r.CancelledActivities) != 1 || r.CancelledActivities[0].ActivityID != 2 {
@@ -258,11 +260,11 @@ func TestContinueAsNewEndsTheExecutionWithASuccessorItem(t *testing.T) {
 		}
 		return "", ctx.ContinueAsNew(input + "+1")
 	}).turn(start("0"))
-	if r.Status != StatusContinuedAsNew || len(r.OrchestratorItems) != 1 {
+	if r.Status != provider.StatusContinuedAsNew || len(r.OrchestratorItems) != 1 {
 		t.Fatalf("status %s items %+v", r.Status, r.OrchestratorItems)
 	}
 	next := r.OrchestratorItems[0]
-	if next.Kind != WorkContinueAsNew || next.Input != "0+1" || next.Name != "Orch" || next.Version != "" {
+	if next.Kind != provider.WorkContinueAsNew || next.Input != "0+1" || next.Name != "Orch" || next.Version != "" {
 		// No version: the registry's policy picks the successor's (upgrades via CAN).
 		t.Fatalf("successor %+v", next)
 	}
@@ -296,18 +298,18 @@ func TestSubOrchestrationRoundTrip(t *testing.T) {
 		t.Fatalf("items %+v", r.OrchestratorItems)
 	}
 	child := r.OrchestratorItems[0]
-	if child.Kind != WorkStartOrchestration || child.Instance != "i::sub::2" || child.ParentInstance != "i" ||
+	if child.Kind != provider.WorkStartOrchestration || child.Instance != "i::sub::2" || child.ParentInstance != "i" ||
 		child.ParentID != 2 || child.ParentExecutionID != 1 || child.Name != "Child" {
 		t.Fatalf("child start %+v", child)
 	}
 	// The child's final turn answers its parent.
-	res := RunTurn(Turn{Instance: child.Instance, ExecutionID: 1, Messages: []WorkItem{child}, Now: parent.now},
+	res := RunTurn(Turn{Instance: child.Instance, ExecutionID: 1, Messages: []provider.WorkItem{child}, Now: parent.now},
 		func(ctx *Context, in string) (string, error) { return "child:" + in, nil })
-	if res.Status != StatusCompleted || len(res.OrchestratorItems) != 1 {
+	if res.Status != provider.StatusCompleted || len(res.OrchestratorItems) != 1 {
 		t.Fatalf("child turn %+v", res)
 	}
 	reply := res.OrchestratorItems[0]
-	if reply.Kind != WorkSubOrchCompleted || reply.TargetInstance() != "i" || reply.ParentID != 2 || reply.Result != "child:x" {
+	if reply.Kind != provider.WorkSubOrchCompleted || reply.TargetInstance() != "i" || reply.ParentID != 2 || reply.Result != "child:x" {
 		t.Fatalf("reply %+v", reply)
 	}
 	// A reply for another execution of the parent is stale.
@@ -316,7 +318,7 @@ func TestSubOrchestrationRoundTrip(t *testing.T) {
 	if r := parent.turn(stale); len(r.NewEvents) != 0 {
 		t.Fatalf("stale reply appended %s", kinds(r.NewEvents))
 	}
-	if r := parent.turn(reply); r.Status != StatusCompleted || r.Output != "child:x" {
+	if r := parent.turn(reply); r.Status != provider.StatusCompleted || r.Output != "child:x" {
 		t.Fatalf("parent after reply: %s %q", r.Status, r.Output)
 	}
 }
@@ -324,20 +326,20 @@ func TestSubOrchestrationRoundTrip(t *testing.T) {
 func TestStartCollidingWithAnotherParentIsAnswered(t *testing.T) {
 	in := newInstance(t, func(ctx *Context, input string) (string, error) { return ctx.WaitForEvent("go").Get() })
 	in.turn(start(""))
-	foreign := WorkItem{Kind: WorkStartOrchestration, Instance: "i", Name: "Orch", ParentInstance: "p", ParentID: 4, ParentExecutionID: 1}
+	foreign := provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: "i", Name: "Orch", ParentInstance: "p", ParentID: 4, ParentExecutionID: 1}
 	r := in.turn(foreign, start("again"))
 	if len(r.NewEvents) != 0 || len(r.OrchestratorItems) != 1 {
 		t.Fatalf("collision turn: events %s items %+v", kinds(r.NewEvents), r.OrchestratorItems)
 	}
-	if a := r.OrchestratorItems[0]; a.Kind != WorkSubOrchFailed || a.ParentInstance != "p" || a.ParentID != 4 ||
+	if a := r.OrchestratorItems[0]; a.Kind != provider.WorkSubOrchFailed || a.ParentInstance != "p" || a.ParentID != 4 ||
 		!strings.Contains(a.Details.Message, "already exists") {
 		t.Fatalf("answer %+v", a)
 	}
 }
 
 func TestQueueMessagesBufferAndCarryForward(t *testing.T) {
-	queued := func(data string) WorkItem {
-		return WorkItem{Kind: WorkQueueMessage, Instance: "i", Name: "q", Data: data}
+	queued := func(data string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.WorkQueueMessage, Instance: "i", Name: "q", Data: data}
 	}
 	in := newInstance(t, func(ctx *Context, input string) (string, error) {
 		first, _ := ctx.DequeueEvent("q").Get()
@@ -349,28 +351,28 @@ func TestQueueMessagesBufferAndCarryForward(t *testing.T) {
 	// Three messages arrive with the start: the first is consumed, the second wins the
 	// select, the third is carried into the next execution.
 	r := in.turn(start(""), queued("a"), queued("b"), queued("c"))
-	if r.Status != StatusContinuedAsNew {
+	if r.Status != provider.StatusContinuedAsNew {
 		t.Fatalf("status %s", r.Status)
 	}
-	var can WorkItem
+	var can provider.WorkItem
 	for _, item := range r.OrchestratorItems {
-		if item.Kind == WorkContinueAsNew {
+		if item.Kind == provider.WorkContinueAsNew {
 			can = item
 		}
 	}
-	if can.Kind != WorkContinueAsNew || can.Input != "late" || len(can.CarryForward) != 1 || can.CarryForward[0] != (NameData{"q", "c"}) {
+	if can.Kind != provider.WorkContinueAsNew || can.Input != "late" || len(can.CarryForward) != 1 || can.CarryForward[0] != (provider.NameData{Name: "q", Data: "c"}) {
 		t.Fatalf("successor %+v", can)
 	}
 	// The next execution receives the carried message first.
-	next := RunTurn(Turn{Instance: "i", ExecutionID: 2, Messages: []WorkItem{can}, Now: in.now},
+	next := RunTurn(Turn{Instance: "i", ExecutionID: 2, Messages: []provider.WorkItem{can}, Now: in.now},
 		func(ctx *Context, input string) (string, error) { return ctx.DequeueEvent("q").Get() })
-	if next.Status != StatusCompleted || next.Output != "c" {
+	if next.Status != provider.StatusCompleted || next.Output != "c" {
 		t.Fatalf("next execution %s %q", next.Status, next.Output)
 	}
 }
 
 func TestKVSnapshotAndReplay(t *testing.T) {
-	snapshot := map[string]KVValue{"count": {Value: "41", LastUpdatedAtMs: 1}}
+	snapshot := map[string]provider.KVValue{"count": {Value: "41", LastUpdatedAtMs: 1}}
 	fn := func(ctx *Context, input string) (string, error) {
 		v, _ := ctx.KV("count")
 		ctx.SetKV("count", v+"+1")
@@ -380,15 +382,15 @@ func TestKVSnapshotAndReplay(t *testing.T) {
 		v, _ = ctx.KV("count")
 		return v, nil
 	}
-	first := RunTurn(Turn{Instance: "i", ExecutionID: 2, Messages: []WorkItem{start("")}, KVSnapshot: snapshot, Now: time.UnixMilli(5000)}, fn)
+	first := RunTurn(Turn{Instance: "i", ExecutionID: 2, Messages: []provider.WorkItem{start("")}, KVSnapshot: snapshot, Now: time.UnixMilli(5000)}, fn)
 	if kinds(first.NewEvents) != "OrchestrationStarted,KeyValueSet,ActivityScheduled" || first.NewEvents[1].Value != "41+1" {
 		t.Fatalf("first turn %s %+v", kinds(first.NewEvents), first.NewEvents)
 	}
 	// Replay reads the snapshot of the previous execution, not the live state: the
 	// recorded decision matches and the code sees its own write.
 	second := RunTurn(Turn{Instance: "i", ExecutionID: 2, History: first.NewEvents, KVSnapshot: snapshot, Now: time.UnixMilli(6000),
-		Messages: []WorkItem{{Kind: WorkActivityCompleted, Instance: "i", ExecutionID: 2, ID: 3}}}, fn)
-	if second.Status != StatusCompleted || second.Output != "41+1" {
+		Messages: []provider.WorkItem{{Kind: provider.WorkActivityCompleted, Instance: "i", ExecutionID: 2, ID: 3}}}, fn)
+	if second.Status != provider.StatusCompleted || second.Output != "41+1" {
 		t.Fatalf("second turn %s %q %v", second.Status, second.Output, second.Failure)
 	}
 }
@@ -398,7 +400,7 @@ func TestLimitsFailTheOrchestration(t *testing.T) {
 		ctx.SetCustomStatus(strings.Repeat("x", MaxCustomStatusBytes+1))
 		return "", nil
 	}).turn(start(""))
-	if r.Status != StatusFailed || r.Failure.ConfigKind != ConfigLimitExceeded {
+	if r.Status != provider.StatusFailed || r.Failure.ConfigKind != provider.ConfigLimitExceeded {
 		t.Fatalf("status %s failure %+v", r.Status, r.Failure)
 	}
 }
@@ -414,9 +416,9 @@ func TestReplaySafeLogging(t *testing.T) {
 		ctx.Logger().Info("after")
 		return "", nil
 	}
-	first := RunTurn(Turn{Instance: "i", ExecutionID: 1, Messages: []WorkItem{start("")}, Now: time.UnixMilli(1000), Logger: logger}, fn)
+	first := RunTurn(Turn{Instance: "i", ExecutionID: 1, Messages: []provider.WorkItem{start("")}, Now: time.UnixMilli(1000), Logger: logger}, fn)
 	RunTurn(Turn{Instance: "i", ExecutionID: 1, History: first.NewEvents, Now: time.UnixMilli(2000), Logger: logger,
-		Messages: []WorkItem{done(2, "")}}, fn)
+		Messages: []provider.WorkItem{done(2, "")}}, fn)
 	out := buf.String()
 	if strings.Count(out, "msg=before") != 1 || strings.Count(out, "msg=after") != 1 {
 		t.Fatalf("each record must be written once, replays silent:\n%s", out)
@@ -435,22 +437,22 @@ func TestCarryForwardDropsTheOldestAcrossQueues(t *testing.T) {
 		}
 		return "", ctx.ContinueAsNew("next")
 	})
-	msgs := []WorkItem{start("")}
-	var arrived []NameData // what remains after the consumed first "z", in arrival order
-	for i := range 70 {    // "z" (sorted last by name) arrives first: the oldest
-		msgs = append(msgs, WorkItem{Kind: WorkQueueMessage, Instance: "i", Name: "z", Data: fmt.Sprint("z", i)})
+	msgs := []provider.WorkItem{start("")}
+	var arrived []provider.NameData // what remains after the consumed first "z", in arrival order
+	for i := range 70 {             // "z" (sorted last by name) arrives first: the oldest
+		msgs = append(msgs, provider.WorkItem{Kind: provider.WorkQueueMessage, Instance: "i", Name: "z", Data: fmt.Sprint("z", i)})
 		if i > 0 {
-			arrived = append(arrived, NameData{"z", fmt.Sprint("z", i)})
+			arrived = append(arrived, provider.NameData{Name: "z", Data: fmt.Sprint("z", i)})
 		}
 	}
 	for i := range 60 {
-		msgs = append(msgs, WorkItem{Kind: WorkQueueMessage, Instance: "i", Name: "a", Data: fmt.Sprint("a", i)})
-		arrived = append(arrived, NameData{"a", fmt.Sprint("a", i)})
+		msgs = append(msgs, provider.WorkItem{Kind: provider.WorkQueueMessage, Instance: "i", Name: "a", Data: fmt.Sprint("a", i)})
+		arrived = append(arrived, provider.NameData{Name: "a", Data: fmt.Sprint("a", i)})
 	}
 	r := in.turn(msgs...)
-	var can WorkItem
+	var can provider.WorkItem
 	for _, item := range r.OrchestratorItems {
-		if item.Kind == WorkContinueAsNew {
+		if item.Kind == provider.WorkContinueAsNew {
 			can = item
 		}
 	}

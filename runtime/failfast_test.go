@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // ackFake acks work items in memory. Like the adapter, it rejects, permanently with
@@ -17,32 +19,34 @@ import (
 // with perm set every ack fails permanently with it. The embedded BatchProvider is
 // nil: the tests call nothing else.
 type ackFake struct {
-	BatchProvider
+	provider.BatchProvider
 	limit     int
 	perm      error
 	mu        sync.Mutex
-	acked     map[string]*WorkItem // token → completion
-	abandoned []string             // tokens
-	batches   int                  // AckWorkItems calls
+	acked     map[string]*provider.WorkItem // token → completion
+	abandoned []string                      // tokens
+	batches   int                           // AckWorkItems calls
 }
 
-func newAckFake(limit int) *ackFake { return &ackFake{limit: limit, acked: map[string]*WorkItem{}} }
+func newAckFake(limit int) *ackFake {
+	return &ackFake{limit: limit, acked: map[string]*provider.WorkItem{}}
+}
 
-func (f *ackFake) check(op string, c *WorkItem) error {
+func (f *ackFake) check(op string, c *provider.WorkItem) error {
 	if f.perm != nil {
-		return Permanent(op, f.perm)
+		return provider.Permanent(op, f.perm)
 	}
 	size := len(c.Result)
 	if c.Details != nil {
 		size += len(c.Details.Message)
 	}
 	if size > f.limit {
-		return Permanent(op, fmt.Errorf("%w: payload of %d bytes exceeds the limit of %d bytes", ErrInvalid, size, f.limit))
+		return provider.Permanent(op, fmt.Errorf("%w: payload of %d bytes exceeds the limit of %d bytes", provider.ErrInvalid, size, f.limit))
 	}
 	return nil
 }
 
-func (f *ackFake) AckWorkItem(_ context.Context, token string, c *WorkItem) error {
+func (f *ackFake) AckWorkItem(_ context.Context, token string, c *provider.WorkItem) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.check("ack_work_item", c); err != nil {
@@ -52,7 +56,7 @@ func (f *ackFake) AckWorkItem(_ context.Context, token string, c *WorkItem) erro
 	return nil
 }
 
-func (f *ackFake) AckWorkItems(_ context.Context, acks []WorkAck) error {
+func (f *ackFake) AckWorkItems(_ context.Context, acks []provider.WorkAck) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.batches++
@@ -67,7 +71,7 @@ func (f *ackFake) AckWorkItems(_ context.Context, acks []WorkAck) error {
 	return nil
 }
 
-func (f *ackFake) AbandonWorkItem(_ context.Context, token string, _ Duration, _ bool) error {
+func (f *ackFake) AbandonWorkItem(_ context.Context, token string, _ provider.Duration, _ bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.abandoned = append(f.abandoned, token)
@@ -75,10 +79,10 @@ func (f *ackFake) AbandonWorkItem(_ context.Context, token string, _ Duration, _
 }
 
 func settledWith(token string, id uint64, result string) settledActivity {
-	lease := &WorkItemLease{LockToken: token, AttemptCount: 1,
-		Item: WorkItem{Kind: WorkActivityExecute, Instance: "i", ExecutionID: 1, ID: id, Name: "Act"}}
+	lease := &provider.WorkItemLease{LockToken: token, AttemptCount: 1,
+		Item: provider.WorkItem{Kind: provider.WorkActivityExecute, Instance: "i", ExecutionID: 1, ID: id, Name: "Act"}}
 	return settledActivity{lease: lease, log: slog.New(slog.DiscardHandler),
-		completion: &WorkItem{Kind: WorkActivityCompleted, Instance: "i", ExecutionID: 1, ID: id, Result: result}}
+		completion: &provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: "i", ExecutionID: 1, ID: id, Result: result}}
 }
 
 // A group commit holding a result the provider can never store falls back to one
@@ -98,15 +102,15 @@ func TestUnstorableResultFailsTheActivityInGroupCommit(t *testing.T) {
 	if f.batches != 1 || len(f.abandoned) != 0 || len(f.acked) != 3 {
 		t.Fatalf("%d batches, abandoned %v, acked %d items; want the group tried once, then 3 acks, no abandon", f.batches, f.abandoned, len(f.acked))
 	}
-	if a, c := f.acked["a"], f.acked["c"]; a.Kind != WorkActivityCompleted || a.Result != "small" || c.Result != "small too" {
+	if a, c := f.acked["a"], f.acked["c"]; a.Kind != provider.WorkActivityCompleted || a.Result != "small" || c.Result != "small too" {
 		t.Fatalf("the storable results were acked as %+v and %+v", a, c)
 	}
 	b := f.acked["b"]
-	if b.Kind != WorkActivityFailed || b.ID != 3 || b.Instance != "i" || b.ExecutionID != 1 || b.Details == nil {
+	if b.Kind != provider.WorkActivityFailed || b.ID != 3 || b.Instance != "i" || b.ExecutionID != 1 || b.Details == nil {
 		t.Fatalf("the unstorable result was acked as %+v, want an ActivityFailed completion of activity 3", b)
 	}
 	d := b.Details
-	if d.Kind != ErrorApplication || d.AppKind != AppActivityFailed || !strings.Contains(d.Message, "result cannot be stored") ||
+	if d.Kind != provider.ErrorApplication || d.AppKind != provider.AppActivityFailed || !strings.Contains(d.Message, "result cannot be stored") ||
 		!strings.Contains(d.Message, "exceeds the limit of 1000 bytes") || len(d.Message) > maxReasonBytes+100 {
 		t.Fatalf("failure details %+v do not give the reason, bounded", d)
 	}
@@ -118,7 +122,7 @@ func TestUnstorableFailureFailsTheActivityWithTheReason(t *testing.T) {
 	f := newAckFake(1000)
 	r := &Runtime{p: f, log: slog.New(slog.DiscardHandler)}
 	s := settledWith("a", 2, "")
-	s.completion = failedItem(&s.lease.Item, &ErrorDetails{Kind: ErrorApplication, AppKind: AppActivityFailed, Message: strings.Repeat("x", 1<<20)})
+	s.completion = failedItem(&s.lease.Item, &provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppActivityFailed, Message: strings.Repeat("x", 1<<20)})
 	r.complete(context.Background(), s.lease, s.completion, s.log, &lastErrors{m: map[activityKey]string{}})
 	if a := f.acked["a"]; a == nil || a.Details == nil || !strings.Contains(a.Details.Message, "failure cannot be stored") || len(f.abandoned) != 0 {
 		t.Fatalf("acked %+v, want a failure saying the activity's failure cannot be stored", a)
@@ -153,7 +157,7 @@ func TestFailedAckIsRememberedForThePoisonFailure(t *testing.T) {
 		t.Fatalf("settled %+v, want one poison failure", got)
 	}
 	d := got[0].completion.Details
-	if d.Kind != ErrorPoison || !strings.Contains(d.DisplayMessage(), "disk on fire") {
+	if d.Kind != provider.ErrorPoison || !strings.Contains(d.DisplayMessage(), "disk on fire") {
 		t.Fatalf("poison failure %q does not carry the last error", d.DisplayMessage())
 	}
 	r.complete(context.Background(), got[0].lease, got[0].completion, got[0].log, last)
@@ -192,7 +196,7 @@ func failFastDeep(ctx *Context, in string) (string, error) {
 }
 
 func panicTurn(fn Orchestration) TurnResult {
-	return RunTurn(Turn{Instance: "i", ExecutionID: 1, Messages: []WorkItem{start("x")}}, fn)
+	return RunTurn(Turn{Instance: "i", ExecutionID: 1, Messages: []provider.WorkItem{start("x")}}, fn)
 }
 
 // A panic's details carry the value and the stack of the code, innermost first,
@@ -200,7 +204,7 @@ func panicTurn(fn Orchestration) TurnResult {
 func TestOrchestrationPanicRecordsTheStack(t *testing.T) {
 	res := panicTurn(failFastOrch)
 	d := res.Failure
-	if res.Status != StatusFailed || d == nil || d.AppKind != AppPanicked || d.Message != "bad input x" {
+	if res.Status != provider.StatusFailed || d == nil || d.AppKind != provider.AppPanicked || d.Message != "bad input x" {
 		t.Fatalf("status %s failure %+v", res.Status, d)
 	}
 	if lines := strings.Split(d.Stack, "\n"); lines[0] != ownFrame+"failFastHelper" || !strings.Contains(lines[1], "failfast_test.go:") {
@@ -214,7 +218,7 @@ func TestOrchestrationPanicRecordsTheStack(t *testing.T) {
 	if want := "panic: bad input x\n" + d.Stack; res.Output != want || d.DisplayMessage() != want {
 		t.Fatalf("output %q, want %q", res.Output, want)
 	}
-	if last := res.NewEvents[len(res.NewEvents)-1]; last.Kind != EventOrchestrationFailed || last.Details.Stack != d.Stack {
+	if last := res.NewEvents[len(res.NewEvents)-1]; last.Kind != provider.EventOrchestrationFailed || last.Details.Stack != d.Stack {
 		t.Fatalf("the failure event %+v does not record the stack", last)
 	}
 	if again := panicTurn(failFastOrch); again.Failure.DisplayMessage() != d.DisplayMessage() {
@@ -222,7 +226,7 @@ func TestOrchestrationPanicRecordsTheStack(t *testing.T) {
 	}
 	// The ended execution is not run again: nothing to compare the stack with.
 	history := res.NewEvents
-	after := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: history, Messages: []WorkItem{done(1, "late")}},
+	after := RunTurn(Turn{Instance: "i", ExecutionID: 1, History: history, Messages: []provider.WorkItem{done(1, "late")}},
 		func(*Context, string) (string, error) { panic("the code of an ended execution ran") })
 	if len(after.NewEvents) != 0 || after.Failure != nil {
 		t.Fatalf("a turn of the ended execution decided %s, failure %+v", kinds(after.NewEvents), after.Failure)
@@ -255,7 +259,7 @@ func TestActivityPanicRecordsTheStack(t *testing.T) {
 		t.Fatalf("callUser returned %v, want a *userPanic", err)
 	}
 	d := p.details()
-	if d.AppKind != AppPanicked || d.Message != "bad input y" || !strings.HasPrefix(d.Stack, ownFrame+"failFastHelper\n") {
+	if d.AppKind != provider.AppPanicked || d.Message != "bad input y" || !strings.HasPrefix(d.Stack, ownFrame+"failFastHelper\n") {
 		t.Fatalf("details %+v", d)
 	}
 }

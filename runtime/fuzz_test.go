@@ -7,18 +7,19 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // The decoders take whatever a store hands back: never a panic, and what decodes
 // encodes to the same value again.
 func FuzzUnmarshalEvent(f *testing.F) {
-	for _, e := range []runtime.Event{
-		{Kind: runtime.EventOrchestrationStarted, EventID: 1, Name: "Checkout", Version: "1.0.0", Input: `{"order":42}`},
-		{Kind: runtime.EventActivityCompleted, EventID: 3, SourceEventID: 2, Result: "ok"},
-		{Kind: runtime.EventActivityFailed, EventID: 4, SourceEventID: 2, Details: &runtime.ErrorDetails{Kind: runtime.ErrorApplication, Message: "boom"}},
-		{Kind: runtime.EventTimerCreated, EventID: 5, FireAtMs: 1_700_000_000_000},
+	for _, e := range []provider.Event{
+		{Kind: provider.EventOrchestrationStarted, EventID: 1, Name: "Checkout", Version: "1.0.0", Input: `{"order":42}`},
+		{Kind: provider.EventActivityCompleted, EventID: 3, SourceEventID: 2, Result: "ok"},
+		{Kind: provider.EventActivityFailed, EventID: 4, SourceEventID: 2, Details: &provider.ErrorDetails{Kind: provider.ErrorApplication, Message: "boom"}},
+		{Kind: provider.EventTimerCreated, EventID: 5, FireAtMs: 1_700_000_000_000},
 	} {
-		b, err := runtime.MarshalEvent(&e)
+		b, err := provider.MarshalEvent(&e)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -26,23 +27,23 @@ func FuzzUnmarshalEvent(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0xff, 0x00})
-	f.Fuzz(func(t *testing.T, b []byte) { roundTrip(t, b, runtime.UnmarshalEvent, runtime.MarshalEvent) })
+	f.Fuzz(func(t *testing.T, b []byte) { roundTrip(t, b, provider.UnmarshalEvent, provider.MarshalEvent) })
 }
 
 func FuzzUnmarshalWorkItem(f *testing.F) {
-	for _, w := range []runtime.WorkItem{
-		{Kind: runtime.WorkStartOrchestration, Instance: "order-1", Name: "Checkout", Input: "{}", Version: "1.0.0"},
-		{Kind: runtime.WorkActivityCompleted, Instance: "order-1", ExecutionID: 1, ID: 2, Result: "ok"},
-		{Kind: runtime.WorkExternalRaised, Instance: "order-1", Name: "approve", Data: "yes"},
+	for _, w := range []provider.WorkItem{
+		{Kind: provider.WorkStartOrchestration, Instance: "order-1", Name: "Checkout", Input: "{}", Version: "1.0.0"},
+		{Kind: provider.WorkActivityCompleted, Instance: "order-1", ExecutionID: 1, ID: 2, Result: "ok"},
+		{Kind: provider.WorkExternalRaised, Instance: "order-1", Name: "approve", Data: "yes"},
 	} {
-		b, err := runtime.MarshalWorkItem(&w)
+		b, err := provider.MarshalWorkItem(&w)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
 	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) { roundTrip(t, b, runtime.UnmarshalWorkItem, runtime.MarshalWorkItem) })
+	f.Fuzz(func(t *testing.T, b []byte) { roundTrip(t, b, provider.UnmarshalWorkItem, provider.MarshalWorkItem) })
 }
 
 // roundTrip decodes b (never a panic) and, when it decodes, encodes it and decodes
@@ -63,26 +64,26 @@ func roundTrip[T any](t *testing.T, b []byte, decode func([]byte) (T, error), en
 }
 
 // fuzzKinds are the event kinds fuzzHistory draws from.
-var fuzzKinds = []runtime.EventKind{
-	runtime.EventOrchestrationStarted, runtime.EventActivityScheduled, runtime.EventActivityCompleted,
-	runtime.EventActivityFailed, runtime.EventTimerCreated, runtime.EventTimerFired,
-	runtime.EventExternalSubscribed, runtime.EventExternalEvent, runtime.EventQueueSubscribed,
-	runtime.EventQueueEventDelivered, runtime.EventSubOrchestrationScheduled, runtime.EventSubOrchestrationCompleted,
-	runtime.EventCustomStatusUpdated, runtime.EventKeyValueSet, runtime.EventOrchestrationCancelRequested,
-	runtime.EventOrchestrationCompleted, runtime.EventOrchestrationContinuedAsNew,
+var fuzzKinds = []provider.EventKind{
+	provider.EventOrchestrationStarted, provider.EventActivityScheduled, provider.EventActivityCompleted,
+	provider.EventActivityFailed, provider.EventTimerCreated, provider.EventTimerFired,
+	provider.EventExternalSubscribed, provider.EventExternalEvent, provider.EventQueueSubscribed,
+	provider.EventQueueEventDelivered, provider.EventSubOrchestrationScheduled, provider.EventSubOrchestrationCompleted,
+	provider.EventCustomStatusUpdated, provider.EventKeyValueSet, provider.EventOrchestrationCancelRequested,
+	provider.EventOrchestrationCompleted, provider.EventOrchestrationContinuedAsNew,
 }
 
 // fuzzHistory turns b into a history, three bytes an event: kind, event id and
 // source id (small numbers, so that the events refer to each other), with names the
 // fuzz orchestration uses.
-func fuzzHistory(b []byte) []runtime.Event {
+func fuzzHistory(b []byte) []provider.Event {
 	names := []string{"A", "B", "approve", "q"}
-	var h []runtime.Event
+	var h []provider.Event
 	for i := 0; i+2 < len(b) && len(h) < 64; i += 3 {
-		e := runtime.Event{Kind: fuzzKinds[int(b[i])%len(fuzzKinds)], EventID: uint64(b[i+1] % 16), SourceEventID: uint64(b[i+2] % 16),
+		e := provider.Event{Kind: fuzzKinds[int(b[i])%len(fuzzKinds)], EventID: uint64(b[i+1] % 16), SourceEventID: uint64(b[i+2] % 16),
 			Name: names[int(b[i+2])%len(names)], Result: "r", Data: "d", Input: "in", Key: "k", Value: "v", FireAtMs: int64(b[i+1]) * 1000}
-		if e.Kind == runtime.EventActivityFailed {
-			e.Details = &runtime.ErrorDetails{Kind: runtime.ErrorApplication, Message: "failed"}
+		if e.Kind == provider.EventActivityFailed {
+			e.Details = &provider.ErrorDetails{Kind: provider.ErrorApplication, Message: "failed"}
 		}
 		h = append(h, e)
 	}
@@ -121,11 +122,11 @@ func FuzzRunTurn(f *testing.F) {
 		history := fuzzHistory(b)
 		res := runtime.RunTurn(runtime.Turn{Instance: "fuzz", ExecutionID: 1, History: history, Now: time.UnixMilli(1_700_000_000_000)}, fuzzOrchestration)
 		switch res.Status {
-		case runtime.StatusFailed:
+		case provider.StatusFailed:
 			if res.Failure == nil {
 				t.Fatalf("a failed turn without its failure, on history %+v", history)
 			}
-		case runtime.StatusRunning, runtime.StatusCompleted, runtime.StatusContinuedAsNew:
+		case provider.StatusRunning, provider.StatusCompleted, provider.StatusContinuedAsNew:
 		default:
 			t.Fatalf("turn status %q on history %+v", res.Status, history)
 		}

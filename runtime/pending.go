@@ -3,13 +3,15 @@ package runtime
 import (
 	"context"
 	"fmt"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // abandonOrchestration gives an orchestration item back (see
 // Provider.AbandonOrchestrationItem), recording reason where the provider can keep it
 // (ReasonAbandoner) so that Status of a start that never ran says why.
-func abandonOrchestration(ctx context.Context, p Provider, token string, delay Duration, ignoreAttempt bool, reason string) error {
-	if ra, ok := p.(ReasonAbandoner); ok {
+func abandonOrchestration(ctx context.Context, p provider.Provider, token string, delay provider.Duration, ignoreAttempt bool, reason string) error {
+	if ra, ok := p.(provider.ReasonAbandoner); ok {
 		return ra.AbandonOrchestrationItemWithReason(ctx, token, delay, ignoreAttempt, reason)
 	}
 	return p.AbandonOrchestrationItem(ctx, token, delay, ignoreAttempt)
@@ -18,9 +20,9 @@ func abandonOrchestration(ctx context.Context, p Provider, token string, delay D
 // unstartedStatus is the status of an instance whose history read empty: Pending
 // when p shows a start queued for it, else NotFound. When the instance's first turn
 // committed since that read, it returns the history instead, read again.
-func unstartedStatus(ctx context.Context, p Provider, instance string) (OrchestrationStatus, []Event, error) {
+func unstartedStatus(ctx context.Context, p provider.Provider, instance string) (OrchestrationStatus, []provider.Event, error) {
 	st := OrchestrationStatus{State: StateNotFound}
-	r, ok := p.(PendingStartReader)
+	r, ok := p.(provider.PendingStartReader)
 	if !ok {
 		return st, nil, nil
 	}

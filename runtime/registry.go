@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // ReservedPrefix starts the names of the runtime's built-in activities; user
@@ -48,8 +50,8 @@ type Registry struct {
 }
 
 type orchestrationVersions struct {
-	versions []SemVer // increasing
-	fns      map[SemVer]Orchestration
+	versions []provider.SemVer // increasing
+	fns      map[provider.SemVer]Orchestration
 	policy   VersionPolicy
 }
 
@@ -112,13 +114,13 @@ func (r *Registry) RegisterOrchestrationVersion(name, version string, fn Orchest
 	if err := checkName("orchestration", name); err != nil {
 		return err
 	}
-	v, err := ParseSemVer(version)
+	v, err := provider.ParseSemVer(version)
 	if err != nil {
 		return fmt.Errorf("%w: orchestration %q: %v", ErrRegistry, name, err)
 	}
 	o := r.orchestrations[name]
 	if o == nil {
-		o = &orchestrationVersions{fns: map[SemVer]Orchestration{}}
+		o = &orchestrationVersions{fns: map[provider.SemVer]Orchestration{}}
 		r.orchestrations[name] = o
 	}
 	if n := len(o.versions); n > 0 && o.versions[n-1].Ordinal() >= v.Ordinal() {
@@ -136,7 +138,7 @@ func (r *Registry) SetVersionPolicy(name string, p VersionPolicy) error {
 		return fmt.Errorf("%w: policy for unregistered orchestration %q", ErrRegistry, name)
 	}
 	if p.Exact != "" {
-		if _, err := ParseSemVer(p.Exact); err != nil {
+		if _, err := provider.ParseSemVer(p.Exact); err != nil {
 			return fmt.Errorf("%w: policy for %q: %v", ErrRegistry, name, err)
 		}
 	}
@@ -190,7 +192,7 @@ func (r *Registry) resolveVersion(name, requested string) (string, bool) {
 	if requested == "" {
 		return o.versions[len(o.versions)-1].String(), true
 	}
-	v, err := ParseSemVer(requested)
+	v, err := provider.ParseSemVer(requested)
 	if err != nil {
 		return "", false
 	}
@@ -204,7 +206,7 @@ func (r *Registry) orchestration(name, version string) (Orchestration, bool) {
 	if o == nil {
 		return nil, false
 	}
-	v, err := ParseSemVer(version)
+	v, err := provider.ParseSemVer(version)
 	if err != nil {
 		return nil, false
 	}

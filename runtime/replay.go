@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // ErrNondeterminism reports orchestration code that, replayed against a recorded
@@ -26,27 +28,27 @@ var ErrNondeterminism = errors.New("runtime: nondeterminism")
 // when reg lacks the orchestration at the execution's pinned version; ErrInvalid for
 // a history that cannot be replayed. Code that blocks is given up when ctx ends (its
 // goroutine cannot be stopped and is left behind).
-func Replay(ctx context.Context, reg *Registry, history []Event) error {
+func Replay(ctx context.Context, reg *Registry, history []provider.Event) error {
 	const op = "replay"
 	if len(history) == 0 {
-		return fmt.Errorf("%s: %w: empty history", op, ErrInvalid)
+		return fmt.Errorf("%s: %w: empty history", op, provider.ErrInvalid)
 	}
 	start := &history[0]
-	if start.Kind != EventOrchestrationStarted {
-		return fmt.Errorf("%s: %w: history starts with %s, not OrchestrationStarted", op, ErrInvalid, start.Kind)
+	if start.Kind != provider.EventOrchestrationStarted {
+		return fmt.Errorf("%s: %w: history starts with %s, not OrchestrationStarted", op, provider.ErrInvalid, start.Kind)
 	}
 	for i := range history[:len(history)-1] {
 		if history[i].IsTerminal() {
 			return fmt.Errorf("%s: %w: event %d (%s) ends the execution but %d events follow it",
-				op, ErrInvalid, history[i].EventID, history[i].Kind, len(history)-1-i)
+				op, provider.ErrInvalid, history[i].EventID, history[i].Kind, len(history)-1-i)
 		}
 	}
 	fn, ok := reg.orchestration(start.Name, start.Version)
 	if !ok {
-		return fmt.Errorf("%s: %w: orchestration %q version %q is not registered", op, ErrNotFound, start.Name, start.Version)
+		return fmt.Errorf("%s: %w: orchestration %q version %q is not registered", op, provider.ErrNotFound, start.Name, start.Version)
 	}
 	last := &history[len(history)-1]
-	replayed, end := history, (*Event)(nil)
+	replayed, end := history, (*provider.Event)(nil)
 	if last.IsTerminal() {
 		replayed, end = history[:len(history)-1], last
 	}
@@ -60,11 +62,11 @@ func Replay(ctx context.Context, reg *Registry, history []Event) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%s of %s: the code did not yield: %w", op, describe(start), ctx.Err())
 	}
-	if f := res.Failure; f != nil && f.Kind == ErrorConfiguration && f.ConfigKind == ConfigNondeterminism {
+	if f := res.Failure; f != nil && f.Kind == provider.ErrorConfiguration && f.ConfigKind == provider.ConfigNondeterminism {
 		return fmt.Errorf("%s of %s: %w: %s", op, describe(start), ErrNondeterminism, f.Message)
 	}
 	if end != nil {
-		if end.Kind == EventOrchestrationFailed && end.Details != nil && end.Details.Kind != ErrorApplication {
+		if end.Kind == provider.EventOrchestrationFailed && end.Details != nil && end.Details.Kind != provider.ErrorApplication {
 			return nil // imposed by the runtime (poison, a blocked turn, a limit): not the code's decision
 		}
 		if len(res.NewEvents) == 0 {
@@ -84,20 +86,20 @@ func Replay(ctx context.Context, reg *Registry, history []Event) error {
 }
 
 // endMismatch compares how the code ends now with how the recorded execution ended.
-func endMismatch(rec, now *Event) string {
+func endMismatch(rec, now *provider.Event) string {
 	if msg := mismatch(rec, now); msg != "" {
 		return msg
 	}
 	switch rec.Kind {
-	case EventOrchestrationCompleted:
+	case provider.EventOrchestrationCompleted:
 		if rec.Output != now.Output {
 			return fmt.Sprintf("the code now completes with output %s where history recorded %s", quote(now.Output), quote(rec.Output))
 		}
-	case EventOrchestrationContinuedAsNew:
+	case provider.EventOrchestrationContinuedAsNew:
 		if rec.Input != now.Input {
 			return fmt.Sprintf("the code now continues as new with input %s where history recorded %s", quote(now.Input), quote(rec.Input))
 		}
-	case EventOrchestrationFailed:
+	case provider.EventOrchestrationFailed:
 		if rec.Details != nil && now.Details != nil && rec.Details.Message != now.Details.Message {
 			return fmt.Sprintf("the code now fails with %s where history recorded %s", quote(now.Details.Message), quote(rec.Details.Message))
 		}
@@ -105,7 +107,7 @@ func endMismatch(rec, now *Event) string {
 	return ""
 }
 
-func describe(start *Event) string {
+func describe(start *provider.Event) string {
 	return fmt.Sprintf("instance %q execution %d (%s %s)", start.InstanceID, start.ExecutionID, start.Name, start.Version)
 }
 

@@ -11,21 +11,22 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // recordedRun is testdata/replay's whole run of referenceOrchestration, ended as the
 // runtime records it.
-func recordedRun(t *testing.T) []runtime.Event {
+func recordedRun(t *testing.T) []provider.Event {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", "replay", "03-whole-run-completes.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c struct{ History []runtime.Event }
+	var c struct{ History []provider.Event }
 	if err := json.Unmarshal(raw, &c); err != nil {
 		t.Fatal(err)
 	}
-	return append(c.History, runtime.Event{Kind: runtime.EventOrchestrationCompleted, EventID: uint64(len(c.History)) + 1,
+	return append(c.History, provider.Event{Kind: provider.EventOrchestrationCompleted, EventID: uint64(len(c.History)) + 1,
 		Output: "done:rb:yes"})
 }
 
@@ -47,7 +48,7 @@ func TestReplayFlagsChangedCode(t *testing.T) {
 	running := full[:8] // B scheduled, its completion not yet recorded
 	cases := []struct {
 		name    string
-		history []runtime.Event
+		history []provider.Event
 		code    runtime.Orchestration
 		want    error  // nil: replay agrees
 		mention string // a phrase the error must contain
@@ -112,13 +113,13 @@ func TestReplayRejectsWhatCannotBeReplayed(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		reg     *runtime.Registry
-		history []runtime.Event
+		history []provider.Event
 		want    error
 	}{
-		{"empty", reg, nil, runtime.ErrInvalid},
-		{"without its start", reg, full[1:], runtime.ErrInvalid},
-		{"events after the end", reg, append(append([]runtime.Event{}, full...), full[1]), runtime.ErrInvalid},
-		{"orchestration not registered", runtime.NewRegistry(), full, runtime.ErrNotFound},
+		{"empty", reg, nil, provider.ErrInvalid},
+		{"without its start", reg, full[1:], provider.ErrInvalid},
+		{"events after the end", reg, append(append([]provider.Event{}, full...), full[1]), provider.ErrInvalid},
+		{"orchestration not registered", runtime.NewRegistry(), full, provider.ErrNotFound},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := runtime.Replay(t.Context(), c.reg, c.history); !errors.Is(err, c.want) {

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // replayCase is one file of testdata/replay: a hand-built (or deliberately broken)
 // history of the Reference orchestration and what replaying it must decide.
 type replayCase struct {
-	About    string             `json:"about"`
-	History  []runtime.Event    `json:"history"`
-	Messages []runtime.WorkItem `json:"messages"`
+	About    string              `json:"about"`
+	History  []provider.Event    `json:"history"`
+	Messages []provider.WorkItem `json:"messages"`
 	Want     struct {
 		Status            string   `json:"status"`
 		Output            string   `json:"output"`
@@ -95,7 +96,7 @@ func TestReplayOfRecordedHistories(t *testing.T) {
 					t.Errorf("scheduled activities %v; want %v", got, w.WorkerItems)
 				}
 			}
-			if res.Status != runtime.StatusFailed {
+			if res.Status != provider.StatusFailed {
 				return
 			}
 			f := res.Failure

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // Unit tests of the retry policies (ports of duroxide's
@@ -135,19 +137,19 @@ func TestDefaultRetryPolicy(t *testing.T) {
 
 // --- ScheduleActivityWithRetry through RunTurn ---
 
-func retryFailed(id uint64, msg string) WorkItem {
-	return WorkItem{Kind: WorkActivityFailed, Instance: "i", ExecutionID: 1, ID: id,
-		Details: &ErrorDetails{Kind: ErrorApplication, AppKind: AppActivityFailed, Message: msg}}
+func retryFailed(id uint64, msg string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkActivityFailed, Instance: "i", ExecutionID: 1, ID: id,
+		Details: &provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppActivityFailed, Message: msg}}
 }
 
-func retryFired(id uint64) WorkItem {
-	return WorkItem{Kind: WorkTimerFired, Instance: "i", ExecutionID: 1, ID: id}
+func retryFired(id uint64) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkTimerFired, Instance: "i", ExecutionID: 1, ID: id}
 }
 
 // oneNew returns the only new event of kind k of a turn.
-func oneNew(t *testing.T, r TurnResult, k EventKind) Event {
+func oneNew(t *testing.T, r TurnResult, k provider.EventKind) provider.Event {
 	t.Helper()
-	var found []Event
+	var found []provider.Event
 	for _, ev := range r.NewEvents {
 		if ev.Kind == k {
 			found = append(found, ev)
@@ -174,14 +176,14 @@ func TestRetrySucceedsAfterFailuresWithBackoffTimers(t *testing.T) {
 	act := r.WorkerItems[0].ID
 	for attempt := 1; attempt <= 2; attempt++ {
 		r = in.turn(retryFailed(act, "transient"))
-		if len(r.WorkerItems) != 0 || r.Status != StatusRunning {
+		if len(r.WorkerItems) != 0 || r.Status != provider.StatusRunning {
 			t.Fatalf("attempt %d failed: scheduled %+v status %s; want only a backoff timer", attempt, r.WorkerItems, r.Status)
 		}
-		timer := oneNew(t, r, EventTimerCreated)
+		timer := oneNew(t, r, provider.EventTimerCreated)
 		if want := time.Duration(attempt) * 10 * time.Second; time.Duration(timer.FireAtMs-timer.TimestampMs)*time.Millisecond != want {
 			t.Fatalf("backoff timer after attempt %d fires %dms after its turn, want %v", attempt, timer.FireAtMs-timer.TimestampMs, want)
 		}
-		if len(r.OrchestratorItems) != 1 || r.OrchestratorItems[0].Kind != WorkTimerFired || r.OrchestratorItems[0].ID != timer.EventID ||
+		if len(r.OrchestratorItems) != 1 || r.OrchestratorItems[0].Kind != provider.WorkTimerFired || r.OrchestratorItems[0].ID != timer.EventID ||
 			r.OrchestratorItems[0].FireAtMs != timer.FireAtMs {
 			t.Fatalf("backoff timer items %+v, want a TimerFired for event %d at %d", r.OrchestratorItems, timer.EventID, timer.FireAtMs)
 		}
@@ -192,7 +194,7 @@ func TestRetrySucceedsAfterFailuresWithBackoffTimers(t *testing.T) {
 		act = r.WorkerItems[0].ID
 	}
 	r = in.turn(done(act, "ok on 3"))
-	if r.Status != StatusCompleted || r.Output != "ok on 3" {
+	if r.Status != provider.StatusCompleted || r.Output != "ok on 3" {
 		t.Fatalf("status %s output %q; want Completed with the third attempt's result", r.Status, r.Output)
 	}
 	want := "OrchestrationStarted,ActivityScheduled,ActivityFailed,TimerCreated,TimerFired,ActivityScheduled,ActivityFailed," +
@@ -219,14 +221,14 @@ func TestRetryExhaustionReturnsLastError(t *testing.T) {
 			t.Fatalf("attempt %d: scheduled %+v, want one activity", attempt, r.WorkerItems)
 		}
 		r = in.turn(retryFailed(r.WorkerItems[0].ID, "failure "+string(rune('0'+attempt))))
-		if attempt < 3 && countKindsIn(r.NewEvents, EventTimerCreated) != 0 {
+		if attempt < 3 && countKindsIn(r.NewEvents, provider.EventTimerCreated) != 0 {
 			t.Fatalf("NoBackoff created a timer: %s", kinds(r.NewEvents))
 		}
 	}
-	if r.Status != StatusCompleted || r.Output != "last:failure 3" {
+	if r.Status != provider.StatusCompleted || r.Output != "last:failure 3" {
 		t.Fatalf("status %s output %q; want the third failure", r.Status, r.Output)
 	}
-	if n := countKindsIn(in.history, EventActivityScheduled); n != 3 {
+	if n := countKindsIn(in.history, provider.EventActivityScheduled); n != 3 {
 		t.Fatalf("%d ActivityScheduled events, want 3", n)
 	}
 }
@@ -246,21 +248,21 @@ func TestRetryTimeoutIsNotRetried(t *testing.T) {
 		t.Fatalf("scheduled %+v", r.WorkerItems)
 	}
 	act := r.WorkerItems[0].ID
-	timer := oneNew(t, r, EventTimerCreated)
+	timer := oneNew(t, r, provider.EventTimerCreated)
 	if timer.FireAtMs-timer.TimestampMs != 5000 {
 		t.Fatalf("timeout timer fires %dms after the attempt, want 5000", timer.FireAtMs-timer.TimestampMs)
 	}
 	r = in.turn(retryFired(timer.EventID))
-	if r.Status != StatusCompleted || r.Output != "timed out" {
+	if r.Status != provider.StatusCompleted || r.Output != "timed out" {
 		t.Fatalf("status %s output %q; want the timeout error", r.Status, r.Output)
 	}
-	if len(r.WorkerItems) != 0 || countKindsIn(in.history, EventActivityScheduled) != 1 {
+	if len(r.WorkerItems) != 0 || countKindsIn(in.history, provider.EventActivityScheduled) != 1 {
 		t.Fatalf("a timed-out attempt was retried: %s", kinds(in.history))
 	}
 	if len(r.CancelledActivities) != 1 || r.CancelledActivities[0].ActivityID != act {
 		t.Fatalf("cancelled %+v; want the timed-out attempt %d", r.CancelledActivities, act)
 	}
-	if c := oneNew(t, r, EventActivityCancelRequested); c.SourceEventID != act {
+	if c := oneNew(t, r, provider.EventActivityCancelRequested); c.SourceEventID != act {
 		t.Fatalf("cancel breadcrumb for %d, want %d", c.SourceEventID, act)
 	}
 }
@@ -277,18 +279,18 @@ func TestRetryTimeoutTimerAfterSuccessIsIgnored(t *testing.T) {
 		return a + "+" + b, err
 	})
 	r := in.turn(start(""))
-	timer := oneNew(t, r, EventTimerCreated)
+	timer := oneNew(t, r, provider.EventTimerCreated)
 	r = in.turn(done(r.WorkerItems[0].ID, "a"))
 	if len(r.WorkerItems) != 1 || r.WorkerItems[0].Name != "Next" {
 		t.Fatalf("scheduled %+v, want Next", r.WorkerItems)
 	}
 	next := r.WorkerItems[0].ID
 	r = in.turn(retryFired(timer.EventID))
-	if r.Status != StatusRunning || len(r.WorkerItems) != 0 || len(r.CancelledActivities) != 0 {
+	if r.Status != provider.StatusRunning || len(r.WorkerItems) != 0 || len(r.CancelledActivities) != 0 {
 		t.Fatalf("the stale timeout changed the orchestration: status %s events %s", r.Status, kinds(r.NewEvents))
 	}
 	r = in.turn(done(next, "b"))
-	if r.Status != StatusCompleted || r.Output != "a+b" {
+	if r.Status != provider.StatusCompleted || r.Output != "a+b" {
 		t.Fatalf("status %s output %q", r.Status, r.Output)
 	}
 }
@@ -306,11 +308,11 @@ func TestRetryOptionsApplyToEveryAttempt(t *testing.T) {
 		}
 		r = in.turn(retryFailed(r.WorkerItems[0].ID, "no"))
 	}
-	if r.Status != StatusFailed || !strings.Contains(r.Output, "no") {
+	if r.Status != provider.StatusFailed || !strings.Contains(r.Output, "no") {
 		t.Fatalf("status %s output %q; want Failed with the last error", r.Status, r.Output)
 	}
 	for _, ev := range in.history {
-		if ev.Kind == EventActivityScheduled && (ev.SessionID != "sess-1" || ev.Tag != "gpu") {
+		if ev.Kind == provider.EventActivityScheduled && (ev.SessionID != "sess-1" || ev.Tag != "gpu") {
 			t.Fatalf("history attempt %+v lost its session or tag", ev)
 		}
 	}
@@ -325,15 +327,15 @@ func TestRetryZeroPolicyUsesDefaults(t *testing.T) {
 	r := in.turn(start(""))
 	for attempt, backoff := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
 		r = in.turn(retryFailed(r.WorkerItems[0].ID, "e"))
-		timer := oneNew(t, r, EventTimerCreated)
+		timer := oneNew(t, r, provider.EventTimerCreated)
 		if got := time.Duration(timer.FireAtMs-timer.TimestampMs) * time.Millisecond; got != backoff {
 			t.Fatalf("default backoff after attempt %d is %v, want %v", attempt+1, got, backoff)
 		}
 		r = in.turn(retryFired(timer.EventID))
 	}
 	r = in.turn(retryFailed(r.WorkerItems[0].ID, "e3"))
-	if r.Status != StatusFailed || countKindsIn(in.history, EventActivityScheduled) != 3 {
-		t.Fatalf("status %s after %d attempts; want Failed after 3", r.Status, countKindsIn(in.history, EventActivityScheduled))
+	if r.Status != provider.StatusFailed || countKindsIn(in.history, provider.EventActivityScheduled) != 3 {
+		t.Fatalf("status %s after %d attempts; want Failed after 3", r.Status, countKindsIn(in.history, provider.EventActivityScheduled))
 	}
 }
 
@@ -356,12 +358,12 @@ func TestRetryLosingSelectCancelsPendingAttempt(t *testing.T) {
 	second := r.WorkerItems[0].ID
 	var deadline uint64
 	for _, ev := range in.history {
-		if ev.Kind == EventTimerCreated {
+		if ev.Kind == provider.EventTimerCreated {
 			deadline = ev.EventID
 		}
 	}
 	r = in.turn(retryFired(deadline))
-	if r.Status != StatusCompleted || r.Output != "deadline" {
+	if r.Status != provider.StatusCompleted || r.Output != "deadline" {
 		t.Fatalf("status %s output %q", r.Status, r.Output)
 	}
 	if len(r.CancelledActivities) != 1 || r.CancelledActivities[0].ActivityID != second {
@@ -369,7 +371,7 @@ func TestRetryLosingSelectCancelsPendingAttempt(t *testing.T) {
 	}
 }
 
-func countKindsIn(evs []Event, k EventKind) int {
+func countKindsIn(evs []provider.Event, k provider.EventKind) int {
 	n := 0
 	for _, e := range evs {
 		if e.Kind == k {

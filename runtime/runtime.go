@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // Version is this runtime's version. New executions are pinned to the version of the
@@ -78,11 +80,11 @@ type Options struct {
 	// SupportedVersions is the range of pins this runtime runs (default 0.0.0 up to
 	// RuntimeVersion); executions pinned outside it are left to other runtimes.
 	// Providers may honour only its first range.
-	SupportedVersions *CapabilityFilter
+	SupportedVersions *provider.CapabilityFilter
 
 	// WorkerTags selects the activities this runtime's workers run (default: untagged
 	// ones only).
-	WorkerTags TagFilter
+	WorkerTags provider.TagFilter
 	// WorkerNodeID is the stable identity this runtime claims sessions with; set it
 	// to keep sessions across restarts (default: random per runtime).
 	WorkerNodeID string
@@ -158,12 +160,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.RuntimeVersion == "" {
 		o.RuntimeVersion = Version
 	}
-	v, err := ParseSemVer(o.RuntimeVersion)
+	v, err := provider.ParseSemVer(o.RuntimeVersion)
 	if err != nil {
-		return o, fmt.Errorf("%w: runtime version: %v", ErrInvalid, err)
+		return o, fmt.Errorf("%w: runtime version: %v", provider.ErrInvalid, err)
 	}
 	if o.SupportedVersions == nil {
-		o.SupportedVersions = &CapabilityFilter{SupportedVersions: []SemVerRange{{Max: v}}}
+		o.SupportedVersions = &provider.CapabilityFilter{SupportedVersions: []provider.SemVerRange{{Max: v}}}
 	}
 	if o.WorkerNodeID == "" {
 		var b [6]byte
@@ -172,7 +174,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SessionIdleTimeout <= renewEvery(o.WorkerLockTimeout, o.LockRenewalBuffer) {
 		return o, fmt.Errorf("%w: session idle timeout %s must exceed the worker lock renewal interval %s",
-			ErrInvalid, o.SessionIdleTimeout, renewEvery(o.WorkerLockTimeout, o.LockRenewalBuffer))
+			provider.ErrInvalid, o.SessionIdleTimeout, renewEvery(o.WorkerLockTimeout, o.LockRenewalBuffer))
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -196,7 +198,7 @@ func renewEvery(timeout, buffer time.Duration) time.Duration {
 // dispatchers replay turns, worker dispatchers run activities, and a session manager
 // keeps this node's sessions. Several runtimes (processes) may share one provider.
 type Runtime struct {
-	p    Provider
+	p    provider.Provider
 	reg  *Registry
 	opts Options
 	log  *slog.Logger
@@ -215,9 +217,9 @@ type Runtime struct {
 }
 
 // New returns a runtime over p running reg's code. Start it with Run.
-func New(p Provider, reg *Registry, opts Options) (*Runtime, error) {
+func New(p provider.Provider, reg *Registry, opts Options) (*Runtime, error) {
 	if p == nil || reg == nil {
-		return nil, fmt.Errorf("%w: runtime.New needs a provider and a registry", ErrInvalid)
+		return nil, fmt.Errorf("%w: runtime.New needs a provider and a registry", provider.ErrInvalid)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -257,7 +259,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	for i := 0; i < r.opts.OrchestrationConcurrency; i++ {
 		wg.Go(func() { r.orchestrationLoop(fetchCtx, workCtx) })
 	}
-	if r.opts.WorkerTags.Mode != TagNone {
+	if r.opts.WorkerTags.Mode != provider.TagNone {
 		wg.Go(func() { r.workers(fetchCtx, workCtx) })
 		wg.Go(func() { r.sessionManager(fetchCtx) })
 	}
@@ -316,7 +318,7 @@ func (r *Runtime) stopWith(err error) {
 // row, stops the runtime; otherwise the dispatcher pauses (fetchBackoff). It
 // reports whether the dispatcher goes on.
 func (r *Runtime) fetchFailed(ctx context.Context, what string, err error, failures int) bool {
-	if errors.Is(err, ErrClosed) || !IsRetryable(err) && failures >= maxPermanentFetchFailures {
+	if errors.Is(err, provider.ErrClosed) || !provider.IsRetryable(err) && failures >= maxPermanentFetchFailures {
 		r.stopWith(fmt.Errorf("runtime: %s: %w", what, err))
 		return false
 	}
@@ -372,7 +374,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // doubling to 2 s for retryable errors (a transient fault costs little), 500 ms for
 // others.
 func fetchBackoff(err error, failures int) time.Duration {
-	if !IsRetryable(err) {
+	if !provider.IsRetryable(err) {
 		return 500 * time.Millisecond
 	}
 	return min(5*time.Millisecond<<min(max(failures-1, 0), 9), 2*time.Second)
@@ -400,7 +402,7 @@ func renewLock(ctx context.Context, every time.Duration, renew func(context.Cont
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := renew(ctx); err != nil && ctx.Err() == nil && !IsRetryable(err) {
+				if err := renew(ctx); err != nil && ctx.Err() == nil && !provider.IsRetryable(err) {
 					lost(err)
 					return
 				}

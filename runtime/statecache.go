@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // defaultStateCacheSize is Options.StateCacheSize's default.
@@ -69,7 +71,7 @@ func (e *engine) current(t Turn) bool {
 		maps.Equal(t.KVSnapshot, e.t.KVSnapshot) && historyEqual(t.History, e.events)
 }
 
-func historyEqual(a, b []Event) bool {
+func historyEqual(a, b []provider.Event) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -83,7 +85,7 @@ func historyEqual(a, b []Event) bool {
 
 // eventEqual compares every field of two events (TestEventEqualComparesEveryField
 // keeps it complete).
-func eventEqual(a, b *Event) bool {
+func eventEqual(a, b *provider.Event) bool {
 	return a.Kind == b.Kind && a.EventID == b.EventID && a.SourceEventID == b.SourceEventID &&
 		a.InstanceID == b.InstanceID && a.ExecutionID == b.ExecutionID && a.TimestampMs == b.TimestampMs &&
 		a.RuntimeVersion == b.RuntimeVersion && a.Name == b.Name && a.Version == b.Version &&

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // twin plays the provider for one instance and runs every turn twice: with RunTurn (a
@@ -20,8 +22,8 @@ type twin struct {
 	fn      Orchestration
 	cache   *stateCache
 	exec    uint64
-	history []Event // as a provider returns it: decoded from its stored form
-	kv      map[string]KVValue
+	history []provider.Event // as a provider returns it: decoded from its stored form
+	kv      map[string]provider.KVValue
 	now     time.Time
 	n       int // turns run
 
@@ -36,10 +38,10 @@ type twin struct {
 func newTwin(t *testing.T, fn Orchestration) *twin {
 	c := newStateCache(8)
 	t.Cleanup(c.close)
-	return &twin{t: t, fn: fn, cache: c, exec: 1, kv: map[string]KVValue{}, now: time.UnixMilli(1_700_000_000_000)}
+	return &twin{t: t, fn: fn, cache: c, exec: 1, kv: map[string]provider.KVValue{}, now: time.UnixMilli(1_700_000_000_000)}
 }
 
-func (tw *twin) turnOf(msgs []WorkItem, log *strings.Builder) Turn {
+func (tw *twin) turnOf(msgs []provider.WorkItem, log *strings.Builder) Turn {
 	return Turn{Instance: "i", ExecutionID: tw.exec, History: tw.history, Messages: msgs, KVSnapshot: tw.kv,
 		Now: tw.now, RuntimeVersion: "1.2.3", Logger: plainLogger(log)}
 }
@@ -55,7 +57,7 @@ func plainLogger(w *strings.Builder) *slog.Logger {
 }
 
 // turn runs one turn both ways, checks they agree, commits it and returns it.
-func (tw *twin) turn(msgs ...WorkItem) TurnResult {
+func (tw *twin) turn(msgs ...provider.WorkItem) TurnResult {
 	tw.t.Helper()
 	got, e := tw.run(msgs...)
 	tw.cache.put(e)
@@ -68,7 +70,7 @@ func (tw *twin) turn(msgs ...WorkItem) TurnResult {
 
 // run runs one turn both ways and checks they agree, without committing it; the
 // caller owns the returned engine.
-func (tw *twin) run(msgs ...WorkItem) (TurnResult, *engine) {
+func (tw *twin) run(msgs ...provider.WorkItem) (TurnResult, *engine) {
 	tw.t.Helper()
 	tw.n++
 	tw.now = tw.now.Add(time.Second)
@@ -92,7 +94,7 @@ func (tw *twin) run(msgs ...WorkItem) (TurnResult, *engine) {
 	if g, w := tw.gotLog.String(), tw.wantLog.String(); g != w {
 		tw.t.Fatalf("turn %d: the cached path logged\n%s\na replay logged\n%s", tw.n, g, w)
 	}
-	if e != nil && got.Status != StatusRunning {
+	if e != nil && got.Status != provider.StatusRunning {
 		tw.t.Fatalf("turn %d: an engine of an ended execution (%s) is kept", tw.n, got.Status)
 	}
 	return got, e
@@ -103,25 +105,25 @@ func (tw *twin) run(msgs ...WorkItem) (TurnResult, *engine) {
 func (tw *twin) commit(res TurnResult) {
 	tw.t.Helper()
 	for i := range res.NewEvents {
-		b, err := MarshalEvent(&res.NewEvents[i])
+		b, err := provider.MarshalEvent(&res.NewEvents[i])
 		if err != nil {
 			tw.t.Fatal(err)
 		}
-		ev, err := UnmarshalEvent(b)
+		ev, err := provider.UnmarshalEvent(b)
 		if err != nil {
 			tw.t.Fatal(err)
 		}
 		tw.history = append(tw.history, ev)
 	}
-	if res.Status == StatusContinuedAsNew {
+	if res.Status == provider.StatusContinuedAsNew {
 		tw.kv = maps.Clone(tw.kv)
 		for _, ev := range tw.history {
 			switch ev.Kind {
-			case EventKeyValueSet:
-				tw.kv[ev.Key] = KVValue{Value: ev.Value, LastUpdatedAtMs: ev.LastUpdatedAtMs}
-			case EventKeyValueCleared:
+			case provider.EventKeyValueSet:
+				tw.kv[ev.Key] = provider.KVValue{Value: ev.Value, LastUpdatedAtMs: ev.LastUpdatedAtMs}
+			case provider.EventKeyValueCleared:
 				delete(tw.kv, ev.Key)
-			case EventKeyValuesCleared:
+			case provider.EventKeyValuesCleared:
 				clear(tw.kv)
 			}
 		}
@@ -138,30 +140,30 @@ func (tw *twin) expectResumed(n int) {
 	}
 }
 
-func (tw *twin) start(input string) WorkItem {
-	return WorkItem{Kind: WorkStartOrchestration, Instance: "i", Name: "Orch", Version: "1.0.0", Input: input, ExecutionID: tw.exec}
+func (tw *twin) start(input string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: "i", Name: "Orch", Version: "1.0.0", Input: input, ExecutionID: tw.exec}
 }
 
-func (tw *twin) done(id uint64, result string) WorkItem {
-	return WorkItem{Kind: WorkActivityCompleted, Instance: "i", ExecutionID: tw.exec, ID: id, Result: result}
+func (tw *twin) done(id uint64, result string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: "i", ExecutionID: tw.exec, ID: id, Result: result}
 }
 
-func (tw *twin) failed(id uint64, msg string) WorkItem {
-	return WorkItem{Kind: WorkActivityFailed, Instance: "i", ExecutionID: tw.exec, ID: id,
-		Details: &ErrorDetails{Kind: ErrorApplication, AppKind: AppActivityFailed, Message: msg}}
+func (tw *twin) failed(id uint64, msg string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkActivityFailed, Instance: "i", ExecutionID: tw.exec, ID: id,
+		Details: &provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppActivityFailed, Message: msg}}
 }
 
-func (tw *twin) raise(name, data string) WorkItem {
-	return WorkItem{Kind: WorkExternalRaised, Instance: "i", Name: name, Data: data}
+func (tw *twin) raise(name, data string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkExternalRaised, Instance: "i", Name: name, Data: data}
 }
 
-func (tw *twin) enqueue(queue, data string) WorkItem {
-	return WorkItem{Kind: WorkQueueMessage, Instance: "i", Name: queue, Data: data}
+func (tw *twin) enqueue(queue, data string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkQueueMessage, Instance: "i", Name: queue, Data: data}
 }
 
 // completeAll answers every activity res scheduled with its input.
-func (tw *twin) completeAll(res TurnResult) []WorkItem {
-	var out []WorkItem
+func (tw *twin) completeAll(res TurnResult) []provider.WorkItem {
+	var out []provider.WorkItem
 	for _, w := range res.WorkerItems {
 		out = append(out, tw.done(w.ID, w.Input+"!"))
 	}
@@ -169,23 +171,23 @@ func (tw *twin) completeAll(res TurnResult) []WorkItem {
 }
 
 // timers are the timer items res scheduled, fired.
-func timers(res TurnResult) []WorkItem {
-	var out []WorkItem
+func timers(res TurnResult) []provider.WorkItem {
+	var out []provider.WorkItem
 	for _, w := range res.OrchestratorItems {
-		if w.Kind == WorkTimerFired {
+		if w.Kind == provider.WorkTimerFired {
 			out = append(out, w)
 		}
 	}
 	return out
 }
 
-func item(res TurnResult, k WorkItemKind) WorkItem {
+func item(res TurnResult, k provider.WorkItemKind) provider.WorkItem {
 	for _, w := range res.OrchestratorItems {
 		if w.Kind == k {
 			return w
 		}
 	}
-	return WorkItem{}
+	return provider.WorkItem{}
 }
 
 func TestStateCacheSequentialActivities(t *testing.T) {
@@ -203,7 +205,7 @@ func TestStateCacheSequentialActivities(t *testing.T) {
 		return v + "@" + strconv.FormatInt(ctx.Now().UnixMilli(), 10) + ctx.NewGUID(), nil
 	})
 	res := tw.turn(tw.start("x"))
-	for res.Status == StatusRunning {
+	for res.Status == provider.StatusRunning {
 		w := res.WorkerItems[0]
 		// A duplicate, a stale completion and one nobody scheduled come along.
 		stale := tw.done(w.ID, "stale")
@@ -211,7 +213,7 @@ func TestStateCacheSequentialActivities(t *testing.T) {
 		tw.turn(stale, tw.done(99, "unknown"))
 		res = tw.turn(tw.done(w.ID, w.Input+"!"), tw.done(w.ID, "duplicate"))
 	}
-	if res.Status != StatusCompleted || !strings.HasPrefix(res.Output, "x!!!!@") {
+	if res.Status != provider.StatusCompleted || !strings.HasPrefix(res.Output, "x!!!!@") {
 		t.Fatalf("status %s output %q", res.Status, res.Output)
 	}
 	if strings.Count(tw.gotLog.String(), "msg=step") != 4 || !strings.Contains(tw.gotLog.String(), "orchestration=Orch") {
@@ -255,7 +257,7 @@ func TestStateCacheFanOutJoinSelect(t *testing.T) {
 	}
 	tw.turn(tw.done(res.CancelledActivities[0].ActivityID, "late"))
 	res = tw.turn(tw.enqueue("q", "m"), tw.raise("go", "now"))
-	if res.Status != StatusCompleted || res.Output != "/activity A failed: boom,2!/<nil>,3!/<nil>,timeout,queue" {
+	if res.Status != provider.StatusCompleted || res.Output != "/activity A failed: boom,2!/<nil>,3!/<nil>,timeout,queue" {
 		t.Fatalf("status %s output %q", res.Status, res.Output)
 	}
 	tw.expectResumed(6)
@@ -273,12 +275,12 @@ func TestStateCacheTimers(t *testing.T) {
 		return strings.Join(at, ","), nil
 	})
 	res := tw.turn(tw.start(""))
-	for res.Status == StatusRunning {
+	for res.Status == provider.StatusRunning {
 		fired := timers(res)
 		tw.turn() // nothing due yet
 		res = tw.turn(fired...)
 	}
-	if res.Status != StatusCompleted {
+	if res.Status != provider.StatusCompleted {
 		t.Fatalf("status %s", res.Status)
 	}
 	tw.expectResumed(6)
@@ -299,11 +301,11 @@ func TestStateCacheExternalEventsAndQueues(t *testing.T) {
 	tw.turn(tw.raise("approve", "first"), tw.raise("nobody", "dropped"))
 	tw.turn(tw.enqueue("q", "second"))
 	res := tw.turn(tw.raise("approve", "late"))
-	if res.Status != StatusRunning {
+	if res.Status != provider.StatusRunning {
 		t.Fatalf("status %s output %q", res.Status, res.Output)
 	}
 	res = tw.turn(tw.enqueue("q", "third"))
-	if res.Status != StatusCompleted || res.Output != "first+late+early+third" {
+	if res.Status != provider.StatusCompleted || res.Output != "first+late+early+third" {
 		t.Fatalf("status %s output %q", res.Status, res.Output)
 	}
 	tw.expectResumed(4)
@@ -323,35 +325,35 @@ func TestStateCacheSubOrchestrations(t *testing.T) {
 		return ra + "|" + fmt.Sprint(errA) + "|" + se.Instance, nil
 	})
 	res := tw.turn(tw.start(""))
-	var starts []WorkItem
+	var starts []provider.WorkItem
 	for _, w := range res.OrchestratorItems {
-		if w.Kind == WorkStartOrchestration && w.ParentInstance == "i" {
+		if w.Kind == provider.WorkStartOrchestration && w.ParentInstance == "i" {
 			starts = append(starts, w)
 		}
 	}
 	if len(starts) != 2 {
 		t.Fatalf("children %+v", res.OrchestratorItems)
 	}
-	reply := func(child WorkItem, kind WorkItemKind) WorkItem {
-		w := WorkItem{Kind: kind, Instance: child.Instance, ParentInstance: "i", ParentID: child.ParentID, ParentExecutionID: child.ParentExecutionID}
-		if kind == WorkSubOrchFailed {
-			w.Details = &ErrorDetails{Kind: ErrorApplication, AppKind: AppOrchestrationFailed, Message: "child failed"}
+	reply := func(child provider.WorkItem, kind provider.WorkItemKind) provider.WorkItem {
+		w := provider.WorkItem{Kind: kind, Instance: child.Instance, ParentInstance: "i", ParentID: child.ParentID, ParentExecutionID: child.ParentExecutionID}
+		if kind == provider.WorkSubOrchFailed {
+			w.Details = &provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppOrchestrationFailed, Message: "child failed"}
 		} else {
 			w.Result = "ok:" + child.Input
 		}
 		return w
 	}
-	stale := reply(starts[0], WorkSubOrchCompleted)
+	stale := reply(starts[0], provider.WorkSubOrchCompleted)
 	stale.ParentExecutionID = 5
 	// A start of this instance by another parent is answered, a repeated one ignored.
-	foreign := WorkItem{Kind: WorkStartOrchestration, Instance: "i", Name: "Orch", ParentInstance: "p", ParentID: 3, ParentExecutionID: 1}
+	foreign := provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: "i", Name: "Orch", ParentInstance: "p", ParentID: 3, ParentExecutionID: 1}
 	res = tw.turn(stale, foreign, tw.start("again"))
-	if len(res.OrchestratorItems) != 1 || res.OrchestratorItems[0].Kind != WorkSubOrchFailed {
+	if len(res.OrchestratorItems) != 1 || res.OrchestratorItems[0].Kind != provider.WorkSubOrchFailed {
 		t.Fatalf("collision answer %+v", res.OrchestratorItems)
 	}
-	tw.turn(reply(starts[1], WorkSubOrchFailed))
-	res = tw.turn(reply(starts[0], WorkSubOrchCompleted))
-	if res.Status != StatusCompleted || res.Output != "ok:a|<nil>|child-b" {
+	tw.turn(reply(starts[1], provider.WorkSubOrchFailed))
+	res = tw.turn(reply(starts[0], provider.WorkSubOrchCompleted))
+	if res.Status != provider.StatusCompleted || res.Output != "ok:a|<nil>|child-b" {
 		t.Fatalf("status %s output %q failure %v", res.Status, res.Output, res.Failure)
 	}
 	tw.expectResumed(3)
@@ -384,13 +386,13 @@ func TestStateCacheCustomStatusAndKV(t *testing.T) {
 		ctx.SetKV("final", strings.Join(ctx.KVKeys(), ","))
 		return fmt.Sprintf("%d %s %t %v", pruned, remote, errors.Is(err, ErrKVNotFound), ctx.KVAll()), nil
 	})
-	tw.kv = map[string]KVValue{"count": {Value: "41", LastUpdatedAtMs: 1}, "old": {Value: "o", LastUpdatedAtMs: 2}}
+	tw.kv = map[string]provider.KVValue{"count": {Value: "41", LastUpdatedAtMs: 1}, "old": {Value: "o", LastUpdatedAtMs: 2}}
 	res := tw.turn(tw.start(""))
 	res = tw.turn(tw.completeAll(res)...)
 	res = tw.turn(tw.done(res.WorkerItems[0].ID, "1remote"))
 	res = tw.turn(tw.done(res.WorkerItems[0].ID, "0"))
 	res = tw.turn(tw.completeAll(res)...)
-	if res.Status != StatusCompleted || res.Output != "2 remote true map[final:]" {
+	if res.Status != provider.StatusCompleted || res.Output != "2 remote true map[final:]" {
 		t.Fatalf("status %s output %q failure %v", res.Status, res.Output, res.Failure)
 	}
 	tw.expectResumed(4)
@@ -413,13 +415,13 @@ func TestStateCacheContinueAsNew(t *testing.T) {
 		return "", ctx.ContinueAsNew(strconv.Itoa(n + 1))
 	})
 	res := tw.turn(tw.start("0"))
-	for res.Status != StatusCompleted {
-		if res.Status == StatusContinuedAsNew {
-			res = tw.turn(item(res, WorkContinueAsNew))
+	for res.Status != provider.StatusCompleted {
+		if res.Status == provider.StatusContinuedAsNew {
+			res = tw.turn(item(res, provider.WorkContinueAsNew))
 			continue
 		}
 		res = tw.turn(append(tw.completeAll(res), tw.enqueue("q", fmt.Sprint("m", tw.exec)), tw.enqueue("q", "extra"))...)
-		if res.Status == StatusFailed {
+		if res.Status == provider.StatusFailed {
 			t.Fatalf("failed: %v", res.Failure)
 		}
 	}
@@ -439,13 +441,13 @@ func TestStateCacheCancellation(t *testing.T) {
 		ctx.Join(a, c)
 		return "done", nil
 	}
-	cancel := WorkItem{Kind: WorkCancelInstance, Instance: "i", Reason: "user request"}
+	cancel := provider.WorkItem{Kind: provider.WorkCancelInstance, Instance: "i", Reason: "user request"}
 
 	tw := newTwin(t, orch)
 	res := tw.turn(tw.start(""))
 	tw.turn(tw.done(res.WorkerItems[0].ID, "r"))
 	res = tw.turn(cancel, cancel)
-	if res.Status != StatusFailed || res.Failure.AppKind != AppCancelled || len(res.OrchestratorItems) != 1 {
+	if res.Status != provider.StatusFailed || res.Failure.AppKind != provider.AppCancelled || len(res.OrchestratorItems) != 1 {
 		t.Fatalf("status %s failure %+v items %+v", res.Status, res.Failure, res.OrchestratorItems)
 	}
 	tw.expectResumed(2)
@@ -458,9 +460,9 @@ func TestStateCacheCancellation(t *testing.T) {
 	res = tw.turn(tw.start(""))
 	child := res.OrchestratorItems[0]
 	tw.turn(append(timers(res), tw.done(res.WorkerItems[0].ID, "r"))...)
-	res = tw.turn(WorkItem{Kind: WorkSubOrchCompleted, Instance: child.Instance, ParentInstance: "i", ParentID: child.ParentID,
+	res = tw.turn(provider.WorkItem{Kind: provider.WorkSubOrchCompleted, Instance: child.Instance, ParentInstance: "i", ParentID: child.ParentID,
 		ParentExecutionID: 1}, cancel)
-	if res.Status != StatusFailed || res.Failure.AppKind != AppCancelled {
+	if res.Status != provider.StatusFailed || res.Failure.AppKind != provider.AppCancelled {
 		t.Fatalf("status %s failure %+v", res.Status, res.Failure)
 	}
 	tw.expectResumed(2)
@@ -490,11 +492,11 @@ func TestStateCacheNondeterministicChange(t *testing.T) {
 	tw.fn = v2
 	tw.cache.close()                // the new process starts with an empty cache
 	res := tw.turn(tw.done(3, "b")) // v2 has not reached B yet: the completion goes nowhere
-	if res.Status != StatusRunning || tw.cache.order.Len() != 0 {
+	if res.Status != provider.StatusRunning || tw.cache.order.Len() != 0 {
 		t.Fatalf("status %s, %d cached: a state a replay cannot rebuild is kept", res.Status, tw.cache.order.Len())
 	}
 	res = tw.turn(tw.done(2, "a"))
-	if res.Status != StatusFailed || res.Failure.ConfigKind != ConfigNondeterminism {
+	if res.Status != provider.StatusFailed || res.Failure.ConfigKind != provider.ConfigNondeterminism {
 		t.Fatalf("status %s failure %+v; want nondeterminism", res.Status, res.Failure)
 	}
 
@@ -503,7 +505,7 @@ func TestStateCacheNondeterministicChange(t *testing.T) {
 	tw.fn = func(ctx *Context, in string) (string, error) { return ctx.ScheduleActivity("C", "").Get() }
 	tw.cache.close()
 	res = tw.turn(tw.done(2, "a"))
-	if res.Status != StatusFailed || res.Failure.ConfigKind != ConfigNondeterminism {
+	if res.Status != provider.StatusFailed || res.Failure.ConfigKind != provider.ConfigNondeterminism {
 		t.Fatalf("status %s failure %+v; want nondeterminism", res.Status, res.Failure)
 	}
 }
@@ -520,13 +522,13 @@ func TestStateCachePanicAndErrorEndTheExecution(t *testing.T) {
 	res := tw.turn(tw.start(""))
 	res = tw.turn(tw.done(res.WorkerItems[0].ID, "ok"))
 	res = tw.turn(tw.done(res.WorkerItems[0].ID, "bad"))
-	if res.Status != StatusFailed || res.Output != "bad" {
+	if res.Status != provider.StatusFailed || res.Output != "bad" {
 		t.Fatalf("status %s output %q", res.Status, res.Output)
 	}
 	tw = newTwin(t, tw.fn)
 	res = tw.turn(tw.start(""))
 	res = tw.turn(tw.done(res.WorkerItems[0].ID, "panic"))
-	if res.Status != StatusFailed || res.Failure.AppKind != AppPanicked {
+	if res.Status != provider.StatusFailed || res.Failure.AppKind != provider.AppPanicked {
 		t.Fatalf("status %s failure %+v", res.Status, res.Failure)
 	}
 	tw.expectResumed(1)
@@ -567,7 +569,7 @@ func TestStateCacheStaleEntryFallsBackToReplay(t *testing.T) {
 			h := tw.history
 			tw.history = nil
 			tw.now = tw.now.Add(time.Hour)
-			fresh := RunTurn(tw.turnOf([]WorkItem{tw.start("x")}, &strings.Builder{}), tw.fn)
+			fresh := RunTurn(tw.turnOf([]provider.WorkItem{tw.start("x")}, &strings.Builder{}), tw.fn)
 			tw.commit(fresh)
 			if len(tw.history) != 2 || len(h) != 2 {
 				tw.t.Fatalf("histories of %d and %d events", len(h), len(tw.history))
@@ -575,7 +577,7 @@ func TestStateCacheStaleEntryFallsBackToReplay(t *testing.T) {
 			return fresh
 		}},
 		{"KVSnapshotChanged", func(tw *twin, res TurnResult) TurnResult {
-			tw.kv = map[string]KVValue{"k": {Value: "v"}}
+			tw.kv = map[string]provider.KVValue{"k": {Value: "v"}}
 			return res
 		}},
 		{"ExecutionChanged", func(tw *twin, res TurnResult) TurnResult {
@@ -622,10 +624,10 @@ func TestStateCachePoisonAndFailedCommitDropTheEntry(t *testing.T) {
 	// A poisoned turn fails the execution without resuming the code.
 	tw.now = tw.now.Add(time.Second)
 	turn := tw.turnOf(tw.completeAll(res), &strings.Builder{})
-	turn.Poison = &ErrorDetails{Kind: ErrorPoison, PoisonType: PoisonOrchestration, Instance: "i", AttemptCount: 11, MaxAttempts: 10}
+	turn.Poison = &provider.ErrorDetails{Kind: provider.ErrorPoison, PoisonType: provider.PoisonOrchestration, Instance: "i", AttemptCount: 11, MaxAttempts: 10}
 	want := RunTurn(turn, tw.fn)
 	got, kept := tw.cache.run(turn, tw.fn)
-	if kept != nil || !reflect.DeepEqual(got, want) || got.Status != StatusFailed || tw.cache.order.Len() != 0 {
+	if kept != nil || !reflect.DeepEqual(got, want) || got.Status != provider.StatusFailed || tw.cache.order.Len() != 0 {
 		t.Fatalf("poisoned turn: kept %v, got %+v, want %+v", kept, got, want)
 	}
 }
@@ -643,13 +645,13 @@ func TestStateCacheEvictsLeastRecentlyUsedAndStopsCode(t *testing.T) {
 	unwinds := 0
 	c := newStateCache(2)
 	fn := unwinding(&unwinds)
-	turn := func(instance string, history []Event, msgs ...WorkItem) []Event {
+	turn := func(instance string, history []provider.Event, msgs ...provider.WorkItem) []provider.Event {
 		res, e := c.run(Turn{Instance: instance, ExecutionID: 1, History: history, Messages: msgs, Now: time.UnixMilli(1000)}, fn)
 		c.put(e)
 		return append(history, res.NewEvents...)
 	}
-	startOf := func(instance string) WorkItem {
-		return WorkItem{Kind: WorkStartOrchestration, Instance: instance, Name: "Orch", ExecutionID: 1}
+	startOf := func(instance string) provider.WorkItem {
+		return provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: instance, Name: "Orch", ExecutionID: 1}
 	}
 	ha := turn("a", nil, startOf("a"))
 	turn("b", nil, startOf("b"))
@@ -677,8 +679,8 @@ func TestStateCacheEvictsLeastRecentlyUsedAndStopsCode(t *testing.T) {
 func TestStateCacheDisabled(t *testing.T) {
 	unwinds := 0
 	c := newStateCache(-1)
-	res, e := c.run(Turn{Instance: "a", ExecutionID: 1, Messages: []WorkItem{{Kind: WorkStartOrchestration, Instance: "a", Name: "O"}}}, unwinding(&unwinds))
-	if c != nil || e != nil || res.Status != StatusRunning || unwinds != 1 {
+	res, e := c.run(Turn{Instance: "a", ExecutionID: 1, Messages: []provider.WorkItem{{Kind: provider.WorkStartOrchestration, Instance: "a", Name: "O"}}}, unwinding(&unwinds))
+	if c != nil || e != nil || res.Status != provider.StatusRunning || unwinds != 1 {
 		t.Fatalf("a disabled cache kept %v (%d unwinds)", e, unwinds)
 	}
 	c.put(e)
@@ -686,9 +688,9 @@ func TestStateCacheDisabled(t *testing.T) {
 }
 
 func TestEventEqualComparesEveryField(t *testing.T) {
-	typ := reflect.TypeFor[Event]()
+	typ := reflect.TypeFor[provider.Event]()
 	for i := range typ.NumField() {
-		var a, b Event
+		var a, b provider.Event
 		setNonZero(reflect.ValueOf(&b).Elem().Field(i))
 		if eventEqual(&a, &b) || eventEqual(&b, &a) {
 			t.Errorf("eventEqual ignores field %s", typ.Field(i).Name)
@@ -699,12 +701,12 @@ func TestEventEqualComparesEveryField(t *testing.T) {
 			if !eventEqual(&a, &b) {
 				t.Errorf("eventEqual compares field %s by address", typ.Field(i).Name)
 			}
-			b = Event{}
+			b = provider.Event{}
 			f := reflect.ValueOf(&b).Elem().Field(i)
 			if k == reflect.Pointer {
 				f.Set(reflect.New(f.Type().Elem()))
 			} else {
-				f.Set(reflect.ValueOf([]NameData{{Name: "other"}}))
+				f.Set(reflect.ValueOf([]provider.NameData{{Name: "other"}}))
 			}
 			if eventEqual(&a, &b) {
 				t.Errorf("eventEqual ignores the contents of field %s", typ.Field(i).Name)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // Typed helpers: payloads are opaque strings end to end; these encode typed inputs
@@ -155,8 +157,8 @@ func (o OrchestrationDef[In, Out]) ScheduleSub(ctx *Context, in In, opts ...SubO
 
 // OrchestrationFailedError is the error of waiting for an instance that failed.
 type OrchestrationFailedError struct {
-	Instance string        // the instance waited for
-	Details  *ErrorDetails // why it failed (OrchestrationStatus.Failure)
+	Instance string                 // the instance waited for
+	Details  *provider.ErrorDetails // why it failed (OrchestrationStatus.Failure)
 }
 
 // Error names the instance and renders the failure (DisplayMessage).

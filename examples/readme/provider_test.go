@@ -16,6 +16,7 @@ import (
 	"github.com/duroq/duroq/pgdb"
 	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 	"github.com/duroq/duroq/sqliteprovider"
 )
 
@@ -37,48 +38,48 @@ func Example_provider() {
 	}
 	defer p.Close()
 	// What Client.StartOrchestration does: a message on the instance's routing key.
-	err = p.EnqueueForOrchestrator(ctx, runtime.WorkItem{Kind: runtime.WorkStartOrchestration, Instance: "order-42",
-		ExecutionID: runtime.InitialExecutionID, Name: "Checkout", Input: "42"}, 0)
+	err = p.EnqueueForOrchestrator(ctx, provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: "order-42",
+		ExecutionID: provider.InitialExecutionID, Name: "Checkout", Input: "42"}, 0)
 	if err != nil {
 		panic(err)
 	}
 
-	item, err := p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: 30 * time.Second})
+	item, err := p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}
-	events := []runtime.Event{{Kind: runtime.EventOrchestrationStarted, EventID: 1, Name: "Checkout", Input: "42"},
-		{Kind: runtime.EventActivityScheduled, EventID: 2, Name: "Charge", Input: "42"}}
-	activities := []runtime.WorkItem{{Kind: runtime.WorkActivityExecute, Instance: "order-42", ExecutionID: 1, ID: 2,
+	events := []provider.Event{{Kind: provider.EventOrchestrationStarted, EventID: 1, Name: "Checkout", Input: "42"},
+		{Kind: provider.EventActivityScheduled, EventID: 2, Name: "Charge", Input: "42"}}
+	activities := []provider.WorkItem{{Kind: provider.WorkActivityExecute, Instance: "order-42", ExecutionID: 1, ID: 2,
 		Name: "Charge", Input: "42"}}
-	err = p.AckOrchestrationItem(ctx, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1, HistoryDelta: events,
-		WorkerItems: activities, Metadata: runtime.ExecutionMetadata{OrchestrationName: &item.OrchestrationName}})
+	err = p.AckOrchestrationItem(ctx, item.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: events,
+		WorkerItems: activities, Metadata: provider.ExecutionMetadata{OrchestrationName: &item.OrchestrationName}})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("turn 1:", item.Messages[0].Kind, "->", events[1].Kind, events[1].Name)
 
 	// A worker runs the activity; its ack enqueues the completion for the instance.
-	lease, err := p.FetchWorkItem(ctx, runtime.WorkFetchOptions{LockTimeout: 30 * time.Second})
+	lease, err := p.FetchWorkItem(ctx, provider.WorkFetchOptions{LockTimeout: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}
-	err = p.AckWorkItem(ctx, lease.LockToken, &runtime.WorkItem{Kind: runtime.WorkActivityCompleted, Instance: "order-42",
+	err = p.AckWorkItem(ctx, lease.LockToken, &provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: "order-42",
 		ExecutionID: 1, ID: lease.Item.ID, Result: "receipt-42"})
 	if err != nil {
 		panic(err)
 	}
 
 	// The next turn sees the completion and ends the execution.
-	item, err = p.FetchOrchestrationItem(ctx, runtime.FetchOptions{LockTimeout: 30 * time.Second})
+	item, err = p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}
-	completed, output := runtime.StatusCompleted, item.Messages[0].Result
-	err = p.AckOrchestrationItem(ctx, item.LockToken, runtime.OrchestrationAck{ExecutionID: 1, HistoryDelta: []runtime.Event{
-		{Kind: runtime.EventActivityCompleted, EventID: 3, SourceEventID: 2, Result: output},
-		{Kind: runtime.EventOrchestrationCompleted, EventID: 4, Output: output}},
-		Metadata: runtime.ExecutionMetadata{Status: &completed, Output: &output}})
+	completed, output := provider.StatusCompleted, item.Messages[0].Result
+	err = p.AckOrchestrationItem(ctx, item.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: []provider.Event{
+		{Kind: provider.EventActivityCompleted, EventID: 3, SourceEventID: 2, Result: output},
+		{Kind: provider.EventOrchestrationCompleted, EventID: 4, Output: output}},
+		Metadata: provider.ExecutionMetadata{Status: &completed, Output: &output}})
 	if err != nil {
 		panic(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/duroq/duroq/conformance"
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/mq"
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 	"github.com/duroq/duroq/sqliteprovider"
 )
 
@@ -32,9 +32,9 @@ var backends = map[string]func(t *testing.T) (*wrapped.Queue, *wrapped.Store){
 // joined counts, over a suite's cases, the transactions the wrapped backends joined.
 type joined struct{ queue, store atomic.Int64 }
 
-// provider composes a counting pair with adapter.New; the transactions it joins are
+// newProvider composes a counting pair with adapter.New; the transactions it joins are
 // added to j when the case ends.
-func provider(t *testing.T, pair func(t *testing.T) (*wrapped.Queue, *wrapped.Store), j *joined) *adapter.Provider {
+func newProvider(t *testing.T, pair func(t *testing.T) (*wrapped.Queue, *wrapped.Store), j *joined) *adapter.Provider {
 	q, s := pair(t)
 	p, err := adapter.New(q, s, adapter.Options{})
 	if err != nil {
@@ -70,7 +70,7 @@ func TestProvider(t *testing.T) {
 			var j joined
 			t.Cleanup(func() { j.wentThrough(t) })
 			conformance.TestProvider(t, conformance.ProviderFactory{
-				New:         func(t *testing.T) runtime.Provider { return provider(t, pair, &j) },
+				New:         func(t *testing.T) provider.Provider { return newProvider(t, pair, &j) },
 				LongPolling: true,
 				// The corruption and attempt-count hooks reach into the stored data,
 				// which this pair leaves to duroq's own tests; the suite reports the
@@ -87,7 +87,7 @@ func TestRuntime(t *testing.T) {
 			var j joined
 			t.Cleanup(func() { j.wentThrough(t) })
 			conformance.TestRuntime(t, conformance.RuntimeFactory{
-				New: func(t *testing.T) runtime.Provider { return provider(t, pair, &j) },
+				New: func(t *testing.T) provider.Provider { return newProvider(t, pair, &j) },
 			})
 		})
 	}

@@ -1,8 +1,8 @@
-// Package faultprovider wraps a runtime.Provider so that its calls fail the way a
+// Package faultprovider wraps a provider.Provider so that its calls fail the way a
 // storage backend under stress does, to test a runtime, a client or your own code
 // against transient faults on any provider.
 //
-// Two faults are injected, both as retryable provider errors (runtime.IsRetryable)
+// Two faults are injected, both as retryable provider errors (provider.IsRetryable)
 // caused by ErrInjected:
 //
 //   - a failure: the call returns the error without reaching the wrapped provider;
@@ -20,10 +20,10 @@
 //	...
 //	injected := faults.Counts() // per operation: calls, failures, lost replies
 //
-// The wrapper implements runtime.BatchProvider and runtime.ManagedProvider exactly
+// The wrapper implements provider.BatchProvider and provider.ManagedProvider exactly
 // when the provider it wraps does, so the runtime takes the same code paths as over
-// the provider itself; it always implements runtime.PendingStartReader,
-// runtime.ReasonAbandoner and runtime.ChangeNotifier, falling back to what a
+// the provider itself; it always implements provider.PendingStartReader,
+// provider.ReasonAbandoner and provider.ChangeNotifier, falling back to what a
 // provider without them does.
 // Management calls and Close are never faulted.
 package faultprovider

@@ -6,7 +6,7 @@ import (
 	"hash/fnv"
 	"sync/atomic"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // ErrInjected is the cause of every injected fault (match it with errors.Is).
@@ -15,7 +15,7 @@ var ErrInjected = errors.New("faultprovider: injected fault")
 // errLostReply says, in the message, that the failed call was applied all the same.
 var errLostReply = fmt.Errorf("%w (reply lost: the operation was applied)", ErrInjected)
 
-// Op names a provider operation as runtime.ProviderError.Op does.
+// Op names a provider operation as provider.ProviderError.Op does.
 type Op string
 
 // The operations that can be faulted. A batched call is its own operation (its
@@ -84,10 +84,10 @@ type Counts struct {
 
 // Injector injects the faults of a wrapped provider and counts them.
 type Injector struct {
-	provider runtime.Provider
-	seed     uint64
-	lost     float64
-	ops      map[Op]*opState // every Op, read-only after New
+	wrapped provider.Provider
+	seed    uint64
+	lost    float64
+	ops     map[Op]*opState // every Op, read-only after New
 }
 
 // opState is one operation's rate and counters.
@@ -100,7 +100,7 @@ type opState struct {
 
 // New wraps p with the faults opts describe. It fails on a nil p or an operation in
 // opts.Ops that does not exist.
-func New(p runtime.Provider, opts Options) (*Injector, error) {
+func New(p provider.Provider, opts Options) (*Injector, error) {
 	if p == nil {
 		return nil, errors.New("faultprovider: new: nil provider")
 	}
@@ -119,13 +119,13 @@ func New(p runtime.Provider, opts Options) (*Injector, error) {
 		h.Write([]byte(op))
 		f.ops[op] = &opState{rate: rate, write: write, key: h.Sum64()}
 	}
-	f.provider = withCapabilities(&provider{f: f, p: p})
+	f.wrapped = withCapabilities(&faulty{f: f, p: p})
 	return f, nil
 }
 
 // Provider returns the faulty provider (always the same one). Closing it closes the
 // wrapped provider.
-func (f *Injector) Provider() runtime.Provider { return f.provider }
+func (f *Injector) Provider() provider.Provider { return f.wrapped }
 
 // Counts returns every operation's counters so far.
 func (f *Injector) Counts() map[Op]Counts {
@@ -165,13 +165,13 @@ func (f *Injector) decide(op Op) fault {
 // failed counts a failure of op and returns its error.
 func (f *Injector) failed(op Op) error {
 	f.ops[op].failed.Add(1)
-	return runtime.Retryable(string(op), ErrInjected)
+	return provider.Retryable(string(op), ErrInjected)
 }
 
 // lostReply counts a lost reply of op and returns its error.
 func (f *Injector) lostReply(op Op) error {
 	f.ops[op].lost.Add(1)
-	return runtime.Retryable(string(op), errLostReply)
+	return provider.Retryable(string(op), errLostReply)
 }
 
 // mix is SplitMix64's finalizer: consecutive inputs give independent-looking outputs.

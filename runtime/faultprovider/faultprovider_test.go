@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/adapter"
-	"github.com/duroq/duroq/runtime"
 	"github.com/duroq/duroq/runtime/faultprovider"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // memory is a provider with every optional interface.
@@ -20,7 +20,7 @@ func memory(t *testing.T) *adapter.Provider {
 	return p
 }
 
-func inject(t *testing.T, p runtime.Provider, opts faultprovider.Options) *faultprovider.Injector {
+func inject(t *testing.T, p provider.Provider, opts faultprovider.Options) *faultprovider.Injector {
 	t.Helper()
 	f, err := faultprovider.New(p, opts)
 	if err != nil {
@@ -30,14 +30,14 @@ func inject(t *testing.T, p runtime.Provider, opts faultprovider.Options) *fault
 }
 
 // start is a start message for instance.
-func start(instance string) runtime.WorkItem {
-	return runtime.WorkItem{Kind: runtime.WorkStartOrchestration, Instance: instance, ExecutionID: runtime.InitialExecutionID, Name: "O"}
+func start(instance string) provider.WorkItem {
+	return provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: instance, ExecutionID: provider.InitialExecutionID, Name: "O"}
 }
 
 // queued fetches, from p itself, the instance whose start is queued ("" when none).
-func queued(t *testing.T, p runtime.Provider) string {
+func queued(t *testing.T, p provider.Provider) string {
 	t.Helper()
-	item, err := p.FetchOrchestrationItem(context.Background(), runtime.FetchOptions{LockTimeout: time.Second})
+	item, err := p.FetchOrchestrationItem(context.Background(), provider.FetchOptions{LockTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,23 +50,23 @@ func queued(t *testing.T, p runtime.Provider) string {
 // injected asserts that err is an injected retryable fault of op.
 func injected(t *testing.T, err error, op faultprovider.Op) {
 	t.Helper()
-	var pe *runtime.ProviderError
-	if !errors.Is(err, faultprovider.ErrInjected) || !runtime.IsRetryable(err) || !errors.As(err, &pe) || pe.Op != string(op) {
+	var pe *provider.ProviderError
+	if !errors.Is(err, faultprovider.ErrInjected) || !provider.IsRetryable(err) || !errors.As(err, &pe) || pe.Op != string(op) {
 		t.Fatalf("error %v, want a retryable injected fault of %s", err, op)
 	}
 }
 
 // capabilities lists the batch and management interfaces p implements.
-func capabilities(p runtime.Provider) [2]bool {
-	_, b := p.(runtime.BatchProvider)
-	_, m := p.(runtime.ManagedProvider)
+func capabilities(p provider.Provider) [2]bool {
+	_, b := p.(provider.BatchProvider)
+	_, m := p.(provider.ManagedProvider)
 	return [2]bool{b, m}
 }
 
 // batchManaged is a provider with both batching and management, nothing else.
 type batchManaged interface {
-	runtime.BatchProvider
-	runtime.ManagedProvider
+	provider.BatchProvider
+	provider.ManagedProvider
 }
 
 // The wrapper keeps the batch and management capabilities of the wrapped provider,
@@ -74,10 +74,10 @@ type batchManaged interface {
 // provider without them does.
 func TestWrapperHasTheCapabilitiesOfTheWrappedProvider(t *testing.T) {
 	mem := memory(t)
-	for name, inner := range map[string]runtime.Provider{
-		"none":          struct{ runtime.Provider }{mem},
-		"batch":         struct{ runtime.BatchProvider }{mem},
-		"managed":       struct{ runtime.ManagedProvider }{mem},
+	for name, inner := range map[string]provider.Provider{
+		"none":          struct{ provider.Provider }{mem},
+		"batch":         struct{ provider.BatchProvider }{mem},
+		"managed":       struct{ provider.ManagedProvider }{mem},
 		"batch+managed": struct{ batchManaged }{mem},
 		"all":           mem,
 	} {
@@ -85,22 +85,22 @@ func TestWrapperHasTheCapabilitiesOfTheWrappedProvider(t *testing.T) {
 		if got, want := capabilities(p), capabilities(inner); got != want {
 			t.Errorf("%s: wrapper has [batch managed] = %v, want %v", name, got, want)
 		}
-		if _, ok := p.(runtime.PendingStartReader); !ok {
+		if _, ok := p.(provider.PendingStartReader); !ok {
 			t.Errorf("%s: wrapper reads no pending starts", name)
 		}
-		if _, ok := p.(runtime.ReasonAbandoner); !ok {
+		if _, ok := p.(provider.ReasonAbandoner); !ok {
 			t.Errorf("%s: wrapper keeps no abandon reasons", name)
 		}
 	}
 	ctx := context.Background()
-	plain := inject(t, struct{ runtime.Provider }{mem}, faultprovider.Options{}).Provider()
+	plain := inject(t, struct{ provider.Provider }{mem}, faultprovider.Options{}).Provider()
 	if err := plain.EnqueueForOrchestrator(ctx, start("p"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if ps, err := plain.(runtime.PendingStartReader).PendingStart(ctx, "p"); ps != nil || err != nil {
+	if ps, err := plain.(provider.PendingStartReader).PendingStart(ctx, "p"); ps != nil || err != nil {
 		t.Fatalf("PendingStart over a provider without it = %+v, %v; want none", ps, err)
 	}
-	if ps, err := inject(t, mem, faultprovider.Options{}).Provider().(runtime.PendingStartReader).PendingStart(ctx, "p"); ps == nil || err != nil {
+	if ps, err := inject(t, mem, faultprovider.Options{}).Provider().(provider.PendingStartReader).PendingStart(ctx, "p"); ps == nil || err != nil {
 		t.Fatalf("PendingStart over the memory provider = %+v, %v; want the queued start", ps, err)
 	}
 }
@@ -160,12 +160,12 @@ func TestOpsSelectWhatFails(t *testing.T) {
 	if _, err := p.Read(ctx, "a"); err != nil {
 		t.Fatalf("read, not listed in Ops, failed: %v", err)
 	}
-	_, err := p.(runtime.BatchProvider).FetchWorkItems(ctx, runtime.WorkFetchOptions{LockTimeout: time.Second}, 4)
+	_, err := p.(provider.BatchProvider).FetchWorkItems(ctx, provider.WorkFetchOptions{LockTimeout: time.Second}, 4)
 	injected(t, err, faultprovider.OpFetchWorkItems)
-	err = p.(runtime.ReasonAbandoner).AbandonOrchestrationItemWithReason(ctx, "token", 0, false, "why")
+	err = p.(provider.ReasonAbandoner).AbandonOrchestrationItemWithReason(ctx, "token", 0, false, "why")
 	injected(t, err, faultprovider.OpAbandonOrchestrationItem)
 	// Management is never faulted.
-	if _, err := p.(runtime.ManagedProvider).Management().ListInstances(ctx); err != nil {
+	if _, err := p.(provider.ManagedProvider).Management().ListInstances(ctx); err != nil {
 		t.Fatalf("management call failed: %v", err)
 	}
 }
@@ -228,7 +228,7 @@ func TestLostReplyShareSplitsWriteFaults(t *testing.T) {
 	const n = 2000
 	f := inject(t, memory(t), faultprovider.Options{Seed: 3, Rate: 0.5, LostReply: 0.25})
 	for i := range n {
-		_ = f.Provider().EnqueueForWorker(context.Background(), runtime.WorkItem{Kind: runtime.WorkActivityExecute,
+		_ = f.Provider().EnqueueForWorker(context.Background(), provider.WorkItem{Kind: provider.WorkActivityExecute,
 			Instance: "a", ExecutionID: 1, ID: uint64(i + 1), Name: "A"})
 	}
 	c := f.Counts()[faultprovider.OpEnqueueForWorker]

@@ -4,19 +4,19 @@ import (
 	"context"
 	"time"
 
-	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
-// provider is the faulty runtime.Provider; withCapabilities adds the optional
+// provider is the faulty provider.Provider; withCapabilities adds the optional
 // interfaces of the wrapped one.
-type provider struct {
+type faulty struct {
 	f *Injector
-	p runtime.Provider
+	p provider.Provider
 }
 
 // write runs a write op through the faults: it may fail before call or lose the
 // reply of a call that succeeded.
-func (w *provider) write(op Op, call func() error) error {
+func (w *faulty) write(op Op, call func() error) error {
 	switch w.f.decide(op) {
 	case failBefore:
 		return w.f.failed(op)
@@ -30,7 +30,7 @@ func (w *provider) write(op Op, call func() error) error {
 }
 
 // read runs a read op through the faults: it may fail before call.
-func read[T any](w *provider, op Op, call func() (T, error)) (T, error) {
+func read[T any](w *faulty, op Op, call func() (T, error)) (T, error) {
 	if w.f.decide(op) != none {
 		var zero T
 		return zero, w.f.failed(op)
@@ -38,43 +38,43 @@ func read[T any](w *provider, op Op, call func() (T, error)) (T, error) {
 	return call()
 }
 
-func (w *provider) FetchOrchestrationItem(ctx context.Context, opts runtime.FetchOptions) (*runtime.OrchestrationItem, error) {
-	return read(w, OpFetchOrchestrationItem, func() (*runtime.OrchestrationItem, error) {
+func (w *faulty) FetchOrchestrationItem(ctx context.Context, opts provider.FetchOptions) (*provider.OrchestrationItem, error) {
+	return read(w, OpFetchOrchestrationItem, func() (*provider.OrchestrationItem, error) {
 		return w.p.FetchOrchestrationItem(ctx, opts)
 	})
 }
 
-func (w *provider) AckOrchestrationItem(ctx context.Context, token string, ack runtime.OrchestrationAck) error {
+func (w *faulty) AckOrchestrationItem(ctx context.Context, token string, ack provider.OrchestrationAck) error {
 	return w.write(OpAckOrchestrationItem, func() error { return w.p.AckOrchestrationItem(ctx, token, ack) })
 }
 
-func (w *provider) AbandonOrchestrationItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
+func (w *faulty) AbandonOrchestrationItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
 	return w.write(OpAbandonOrchestrationItem, func() error {
 		return w.p.AbandonOrchestrationItem(ctx, token, delay, ignoreAttempt)
 	})
 }
 
-func (w *provider) RenewOrchestrationItemLock(ctx context.Context, token string, extend time.Duration) error {
+func (w *faulty) RenewOrchestrationItemLock(ctx context.Context, token string, extend time.Duration) error {
 	return w.write(OpRenewOrchestrationItemLock, func() error { return w.p.RenewOrchestrationItemLock(ctx, token, extend) })
 }
 
-func (w *provider) FetchWorkItem(ctx context.Context, opts runtime.WorkFetchOptions) (*runtime.WorkItemLease, error) {
-	return read(w, OpFetchWorkItem, func() (*runtime.WorkItemLease, error) { return w.p.FetchWorkItem(ctx, opts) })
+func (w *faulty) FetchWorkItem(ctx context.Context, opts provider.WorkFetchOptions) (*provider.WorkItemLease, error) {
+	return read(w, OpFetchWorkItem, func() (*provider.WorkItemLease, error) { return w.p.FetchWorkItem(ctx, opts) })
 }
 
-func (w *provider) AckWorkItem(ctx context.Context, token string, completion *runtime.WorkItem) error {
+func (w *faulty) AckWorkItem(ctx context.Context, token string, completion *provider.WorkItem) error {
 	return w.write(OpAckWorkItem, func() error { return w.p.AckWorkItem(ctx, token, completion) })
 }
 
-func (w *provider) AbandonWorkItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
+func (w *faulty) AbandonWorkItem(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool) error {
 	return w.write(OpAbandonWorkItem, func() error { return w.p.AbandonWorkItem(ctx, token, delay, ignoreAttempt) })
 }
 
-func (w *provider) RenewWorkItemLock(ctx context.Context, token string, extend time.Duration) error {
+func (w *faulty) RenewWorkItemLock(ctx context.Context, token string, extend time.Duration) error {
 	return w.write(OpRenewWorkItemLock, func() error { return w.p.RenewWorkItemLock(ctx, token, extend) })
 }
 
-func (w *provider) RenewSessionLock(ctx context.Context, owners []string, extend, idleTimeout time.Duration) (int, error) {
+func (w *faulty) RenewSessionLock(ctx context.Context, owners []string, extend, idleTimeout time.Duration) (int, error) {
 	var n int
 	err := w.write(OpRenewSessionLock, func() (err error) {
 		n, err = w.p.RenewSessionLock(ctx, owners, extend, idleTimeout)
@@ -86,7 +86,7 @@ func (w *provider) RenewSessionLock(ctx context.Context, owners []string, extend
 	return n, nil
 }
 
-func (w *provider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
+func (w *faulty) CleanupOrphanedSessions(ctx context.Context, idleTimeout time.Duration) (int, error) {
 	var n int
 	err := w.write(OpCleanupOrphanedSessions, func() (err error) {
 		n, err = w.p.CleanupOrphanedSessions(ctx, idleTimeout)
@@ -98,31 +98,31 @@ func (w *provider) CleanupOrphanedSessions(ctx context.Context, idleTimeout time
 	return n, nil
 }
 
-func (w *provider) EnqueueForOrchestrator(ctx context.Context, item runtime.WorkItem, delay time.Duration) error {
+func (w *faulty) EnqueueForOrchestrator(ctx context.Context, item provider.WorkItem, delay time.Duration) error {
 	return w.write(OpEnqueueForOrchestrator, func() error { return w.p.EnqueueForOrchestrator(ctx, item, delay) })
 }
 
-func (w *provider) EnqueueForWorker(ctx context.Context, item runtime.WorkItem) error {
+func (w *faulty) EnqueueForWorker(ctx context.Context, item provider.WorkItem) error {
 	return w.write(OpEnqueueForWorker, func() error { return w.p.EnqueueForWorker(ctx, item) })
 }
 
-func (w *provider) Read(ctx context.Context, instance string) ([]runtime.Event, error) {
-	return read(w, OpRead, func() ([]runtime.Event, error) { return w.p.Read(ctx, instance) })
+func (w *faulty) Read(ctx context.Context, instance string) ([]provider.Event, error) {
+	return read(w, OpRead, func() ([]provider.Event, error) { return w.p.Read(ctx, instance) })
 }
 
-func (w *provider) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]runtime.Event, error) {
-	return read(w, OpReadWithExecution, func() ([]runtime.Event, error) {
+func (w *faulty) ReadWithExecution(ctx context.Context, instance string, executionID uint64) ([]provider.Event, error) {
+	return read(w, OpReadWithExecution, func() ([]provider.Event, error) {
 		return w.p.ReadWithExecution(ctx, instance, executionID)
 	})
 }
 
-func (w *provider) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []runtime.Event) error {
+func (w *faulty) AppendWithExecution(ctx context.Context, instance string, executionID uint64, events []provider.Event) error {
 	return w.write(OpAppendWithExecution, func() error {
 		return w.p.AppendWithExecution(ctx, instance, executionID, events)
 	})
 }
 
-func (w *provider) GetCustomStatus(ctx context.Context, instance string, lastSeen uint64) (*string, uint64, bool, error) {
+func (w *faulty) GetCustomStatus(ctx context.Context, instance string, lastSeen uint64) (*string, uint64, bool, error) {
 	type result struct {
 		status  *string
 		version uint64
@@ -135,7 +135,7 @@ func (w *provider) GetCustomStatus(ctx context.Context, instance string, lastSee
 	return r.status, r.version, r.changed, err
 }
 
-func (w *provider) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
+func (w *faulty) GetKVValue(ctx context.Context, instance, key string) (string, bool, error) {
 	type result struct {
 		value string
 		ok    bool
@@ -147,76 +147,76 @@ func (w *provider) GetKVValue(ctx context.Context, instance, key string) (string
 	return r.value, r.ok, err
 }
 
-func (w *provider) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
+func (w *faulty) GetKVAllValues(ctx context.Context, instance string) (map[string]string, error) {
 	return read(w, OpGetKVAllValues, func() (map[string]string, error) { return w.p.GetKVAllValues(ctx, instance) })
 }
 
-func (w *provider) GetInstanceStats(ctx context.Context, instance string) (*runtime.SystemStats, error) {
-	return read(w, OpGetInstanceStats, func() (*runtime.SystemStats, error) { return w.p.GetInstanceStats(ctx, instance) })
+func (w *faulty) GetInstanceStats(ctx context.Context, instance string) (*provider.SystemStats, error) {
+	return read(w, OpGetInstanceStats, func() (*provider.SystemStats, error) { return w.p.GetInstanceStats(ctx, instance) })
 }
 
 // Close closes the wrapped provider; it is never faulted.
-func (w *provider) Close() error { return w.p.Close() }
+func (w *faulty) Close() error { return w.p.Close() }
 
-// batch adds runtime.BatchProvider.
+// batch adds provider.BatchProvider.
 type batch struct {
-	w  *provider
-	bp runtime.BatchProvider
+	w  *faulty
+	bp provider.BatchProvider
 }
 
-func (b batch) FetchOrchestrationItems(ctx context.Context, opts runtime.FetchOptions, limit int) ([]*runtime.OrchestrationItem, error) {
-	return read(b.w, OpFetchOrchestrationItems, func() ([]*runtime.OrchestrationItem, error) {
+func (b batch) FetchOrchestrationItems(ctx context.Context, opts provider.FetchOptions, limit int) ([]*provider.OrchestrationItem, error) {
+	return read(b.w, OpFetchOrchestrationItems, func() ([]*provider.OrchestrationItem, error) {
 		return b.bp.FetchOrchestrationItems(ctx, opts, limit)
 	})
 }
 
-func (b batch) AckOrchestrationItems(ctx context.Context, acks []runtime.TurnAck) error {
+func (b batch) AckOrchestrationItems(ctx context.Context, acks []provider.TurnAck) error {
 	return b.w.write(OpAckOrchestrationItems, func() error { return b.bp.AckOrchestrationItems(ctx, acks) })
 }
 
-func (b batch) FetchWorkItems(ctx context.Context, opts runtime.WorkFetchOptions, limit int) ([]*runtime.WorkItemLease, error) {
-	return read(b.w, OpFetchWorkItems, func() ([]*runtime.WorkItemLease, error) {
+func (b batch) FetchWorkItems(ctx context.Context, opts provider.WorkFetchOptions, limit int) ([]*provider.WorkItemLease, error) {
+	return read(b.w, OpFetchWorkItems, func() ([]*provider.WorkItemLease, error) {
 		return b.bp.FetchWorkItems(ctx, opts, limit)
 	})
 }
 
-func (b batch) AckWorkItems(ctx context.Context, acks []runtime.WorkAck) error {
+func (b batch) AckWorkItems(ctx context.Context, acks []provider.WorkAck) error {
 	return b.w.write(OpAckWorkItems, func() error { return b.bp.AckWorkItems(ctx, acks) })
 }
 
-// managed adds runtime.ManagedProvider; management calls are not faulted.
-type managed struct{ mp runtime.ManagedProvider }
+// managed adds provider.ManagedProvider; management calls are not faulted.
+type managed struct{ mp provider.ManagedProvider }
 
-func (m managed) Management() runtime.ProviderAdmin { return m.mp.Management() }
+func (m managed) Management() provider.ProviderAdmin { return m.mp.Management() }
 
-// PendingStart implements runtime.PendingStartReader for every wrapped provider: one
+// PendingStart implements provider.PendingStartReader for every wrapped provider: one
 // without it shows no start, so clients read NotFound as they would without the
 // wrapper.
-func (w *provider) PendingStart(ctx context.Context, instance string) (*runtime.PendingStart, error) {
-	return read(w, OpPendingStart, func() (*runtime.PendingStart, error) {
-		if pr, ok := w.p.(runtime.PendingStartReader); ok {
+func (w *faulty) PendingStart(ctx context.Context, instance string) (*provider.PendingStart, error) {
+	return read(w, OpPendingStart, func() (*provider.PendingStart, error) {
+		if pr, ok := w.p.(provider.PendingStartReader); ok {
 			return pr.PendingStart(ctx, instance)
 		}
 		return nil, nil
 	})
 }
 
-// AbandonOrchestrationItemWithReason implements runtime.ReasonAbandoner for every
+// AbandonOrchestrationItemWithReason implements provider.ReasonAbandoner for every
 // wrapped provider, faulted as OpAbandonOrchestrationItem: one without it abandons
 // without keeping the reason, as the runtime does then.
-func (w *provider) AbandonOrchestrationItemWithReason(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool, reason string) error {
+func (w *faulty) AbandonOrchestrationItemWithReason(ctx context.Context, token string, delay time.Duration, ignoreAttempt bool, reason string) error {
 	return w.write(OpAbandonOrchestrationItem, func() error {
-		if ra, ok := w.p.(runtime.ReasonAbandoner); ok {
+		if ra, ok := w.p.(provider.ReasonAbandoner); ok {
 			return ra.AbandonOrchestrationItemWithReason(ctx, token, delay, ignoreAttempt, reason)
 		}
 		return w.p.AbandonOrchestrationItem(ctx, token, delay, ignoreAttempt)
 	})
 }
 
-// Changed implements runtime.ChangeNotifier for every wrapped provider, never
+// Changed implements provider.ChangeNotifier for every wrapped provider, never
 // faulted: nil (no notice) when the wrapped provider has none.
-func (w *provider) Changed() <-chan struct{} {
-	if c, ok := w.p.(runtime.ChangeNotifier); ok {
+func (w *faulty) Changed() <-chan struct{} {
+	if c, ok := w.p.(provider.ChangeNotifier); ok {
 		return c.Changed()
 	}
 	return nil
@@ -225,25 +225,25 @@ func (w *provider) Changed() <-chan struct{} {
 // withCapabilities returns w with the batch and management interfaces of its
 // wrapped provider, which the runtime and clients type-assert: one type per
 // combination, since Go cannot add methods to a value at run time.
-func withCapabilities(w *provider) runtime.Provider {
-	bp, isB := w.p.(runtime.BatchProvider)
-	mp, isM := w.p.(runtime.ManagedProvider)
+func withCapabilities(w *faulty) provider.Provider {
+	bp, isB := w.p.(provider.BatchProvider)
+	mp, isM := w.p.(provider.ManagedProvider)
 	b, m := batch{w, bp}, managed{mp}
 	switch {
 	case isB && isM:
 		return struct {
-			*provider
+			*faulty
 			batch
 			managed
 		}{w, b, m}
 	case isB:
 		return struct {
-			*provider
+			*faulty
 			batch
 		}{w, b}
 	case isM:
 		return struct {
-			*provider
+			*faulty
 			managed
 		}{w, m}
 	}

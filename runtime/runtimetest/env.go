@@ -11,6 +11,7 @@ import (
 
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // ErrStalled reports that an Env has nothing left to run: no message is ready, no
@@ -147,7 +148,7 @@ func (e *Env) RunUntil(ctx context.Context, at time.Time) error {
 }
 
 // History returns the events of the instance's current execution.
-func (e *Env) History(ctx context.Context, instance string) ([]runtime.Event, error) {
+func (e *Env) History(ctx context.Context, instance string) ([]provider.Event, error) {
 	return e.p.ReadHistory(ctx, instance)
 }
 
@@ -156,7 +157,7 @@ func (e *Env) Close() error {
 	e.stop()
 	err := <-e.stopped
 	e.stopped <- err // a second Close returns the same
-	if cerr := e.p.Close(); cerr != nil && !errors.Is(cerr, runtime.ErrClosed) {
+	if cerr := e.p.Close(); cerr != nil && !errors.Is(cerr, provider.ErrClosed) {
 		err = errors.Join(err, cerr)
 	}
 	return err

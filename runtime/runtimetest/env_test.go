@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 	"github.com/duroq/duroq/runtime/runtimetest"
 )
 
@@ -82,7 +83,7 @@ func TestDayLongTimerTakesMilliseconds(t *testing.T) {
 	var kinds []string
 	for _, ev := range history {
 		kinds = append(kinds, string(ev.Kind))
-		if ev.Kind == runtime.EventTimerCreated && ev.FireAtMs != virtualStart.Add(24*time.Hour).UnixMilli() {
+		if ev.Kind == provider.EventTimerCreated && ev.FireAtMs != virtualStart.Add(24*time.Hour).UnixMilli() {
 			t.Errorf("timer fires at %v; want a day after the virtual start", time.UnixMilli(ev.FireAtMs))
 		}
 	}
@@ -261,7 +262,7 @@ func TestExportedHistoriesRoundTripAndReplay(t *testing.T) {
 	if err != nil || len(loops) != 3 {
 		t.Fatalf("Export of Loop = %d executions, %v; want 3", len(loops), err)
 	}
-	if _, err := runtimetest.Export(t.Context(), admin, runtimetest.ExportFilter{Instances: []string{"nobody"}}); !errors.Is(err, runtime.ErrNotFound) {
+	if _, err := runtimetest.Export(t.Context(), admin, runtimetest.ExportFilter{Instances: []string{"nobody"}}); !errors.Is(err, provider.ErrNotFound) {
 		t.Fatalf("Export of an unknown instance = %v; want ErrNotFound", err)
 	}
 	var buf bytes.Buffer
@@ -291,9 +292,9 @@ func TestExportedHistoriesRoundTripAndReplay(t *testing.T) {
 	}
 }
 
-func sameEvent(a, b runtime.Event) bool {
-	ja, _ := runtime.MarshalEvent(&a)
-	jb, _ := runtime.MarshalEvent(&b)
+func sameEvent(a, b provider.Event) bool {
+	ja, _ := provider.MarshalEvent(&a)
+	jb, _ := provider.MarshalEvent(&b)
 	return bytes.Equal(ja, jb)
 }
 
@@ -302,7 +303,7 @@ func sameEvent(a, b runtime.Event) bool {
 func TestReadHistoriesRejectsOtherDocuments(t *testing.T) {
 	for _, doc := range []string{`{"format":"` + strings.Repeat("x", 1<<20) + `","executions":[]}`, `{"executions":[]}`, `[1,2]`, `{`} {
 		_, err := runtimetest.ReadHistories(strings.NewReader(doc))
-		if !errors.Is(err, runtime.ErrInvalid) || len(err.Error()) > 300 {
+		if !errors.Is(err, provider.ErrInvalid) || len(err.Error()) > 300 {
 			t.Errorf("ReadHistories(%.30q) = %.300v; want a short ErrInvalid", doc, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // HistoriesFormat names the JSON document WriteHistories writes and ReadHistories
@@ -16,9 +17,9 @@ const HistoriesFormat = "duroq.histories/v1"
 
 // Execution is the recorded history of one execution of an instance.
 type Execution struct {
-	Instance    string          `json:"instance"`     // the instance the execution belongs to
-	ExecutionID uint64          `json:"execution_id"` // the execution's id (1 for the first)
-	Events      []runtime.Event `json:"events"`       // its history, ordered by EventID
+	Instance    string           `json:"instance"`     // the instance the execution belongs to
+	ExecutionID uint64           `json:"execution_id"` // the execution's id (1 for the first)
+	Events      []provider.Event `json:"events"`       // its history, ordered by EventID
 }
 
 // ExportFilter selects what Export reads. The zero value selects every execution of
@@ -33,7 +34,7 @@ type ExportFilter struct {
 // Export reads the recorded executions f selects from a provider's management
 // interface (ordered by instance, then execution), for ReplayExecutions or for
 // WriteHistories.
-func Export(ctx context.Context, admin runtime.ProviderAdmin, f ExportFilter) ([]Execution, error) {
+func Export(ctx context.Context, admin provider.ProviderAdmin, f ExportFilter) ([]Execution, error) {
 	instances := f.Instances
 	if len(instances) == 0 {
 		var err error
@@ -52,7 +53,7 @@ func Export(ctx context.Context, admin runtime.ProviderAdmin, f ExportFilter) ([
 			return nil, fmt.Errorf("export: executions of %q: %w", instance, err)
 		}
 		if len(ids) == 0 && len(f.Instances) > 0 {
-			return nil, fmt.Errorf("export: instance %q: %w", instance, runtime.ErrNotFound)
+			return nil, fmt.Errorf("export: instance %q: %w", instance, provider.ErrNotFound)
 		}
 		for _, id := range ids {
 			events, err := admin.ReadHistoryWithExecutionID(ctx, instance, id)
@@ -92,10 +93,10 @@ func ReadHistories(r io.Reader) ([]Execution, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("read histories: %w: %w", runtime.ErrInvalid, err)
+		return nil, fmt.Errorf("read histories: %w: %w", provider.ErrInvalid, err)
 	}
 	if doc.Format != HistoriesFormat {
-		return nil, fmt.Errorf("read histories: %w: format %.40q, want %q", runtime.ErrInvalid, doc.Format, HistoriesFormat)
+		return nil, fmt.Errorf("read histories: %w: format %.40q, want %q", provider.ErrInvalid, doc.Format, HistoriesFormat)
 	}
 	return doc.Executions, nil
 }
