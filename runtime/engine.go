@@ -75,8 +75,6 @@ type TurnResult struct {
 	ParentID uint64
 	// ParentExecutionID is the parent's execution that scheduled this one.
 	ParentExecutionID uint64
-	// CustomStatus is the last custom-status decision of the turn (nil: unchanged).
-	CustomStatus **string
 }
 
 // errAbort unwinds an orchestration's coroutine when its turn ends.
@@ -780,9 +778,6 @@ func (e *engine) finish() TurnResult {
 		case provider.EventOrchestrationChained:
 			e.res.OrchestratorItems = append(e.res.OrchestratorItems, provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: ev.Instance,
 				ExecutionID: provider.InitialExecutionID, Name: ev.Name, Version: ev.Version, Input: ev.Input})
-		case provider.EventCustomStatusUpdated:
-			status := ev.Status
-			e.res.CustomStatus = &status
 		}
 	}
 	if e.res.ParentInstance != "" && (e.res.Status == provider.StatusCompleted || e.res.Status == provider.StatusFailed) {
