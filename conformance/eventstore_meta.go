@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/duroq/duroq/eventstore"
@@ -18,6 +20,8 @@ var esMetaCases = []esCase{
 	{"Meta/OpaqueStatus", esOpaqueStatus},
 	{"Meta/ParentAndChildren", esParentAndChildren},
 	{"Meta/ListStreams", esListStreams},
+	{"Meta/ListStreamsByNamePrefixAndTime", esListStreamsByNamePrefixAndTime},
+	{"Meta/ListStreamsPages", esListStreamsPages},
 	{"Meta/UpdatedAtTracksWrites", esUpdatedAtTracksWrites},
 }
 
@@ -209,6 +213,67 @@ func esListStreams(x *esT) {
 	x.wantList(eventstore.StreamFilter{CompletedBefore: esEpoch}, "completion must be strictly before")
 	x.wantList(eventstore.StreamFilter{Status: eventstore.StatusCompleted, CompletedBefore: esEpoch.Add(time.Hour), Limit: 1},
 		"conditions are ANDed", "b")
+}
+
+// The management filters: by name, by id prefix (byte order, exact at the bounds),
+// by creation and update time ranges (from inclusive, until exclusive).
+func esListStreamsByNamePrefixAndTime(x *esT) {
+	named := func(stream, name string) {
+		x.Helper()
+		x.append(stream, 1, 1)
+		x.update(stream, eventstore.StreamUpdate{Partition: 1, Name: &name})
+	}
+	named("order-1", "Checkout") // created at esEpoch
+	named("order-2", "Refund")
+	t1 := x.clock.Advance(time.Minute)
+	named("order-3", "Checkout")
+	named("order.", "Checkout")       // right after the prefix "order-" in byte order
+	named("order-\u00e9", "Checkout") // a multi-byte id inside the prefix
+	named("orders", "Checkout")
+	t2 := x.clock.Advance(time.Minute)
+	x.append("order-1", 1, 2) // updated at t2
+	x.wantList(eventstore.StreamFilter{Name: "Checkout"}, "by name", "order-1", "order-3", "order-\u00e9", "order.", "orders")
+	x.wantList(eventstore.StreamFilter{Name: "Nobody"}, "an unknown name lists nothing")
+	x.wantList(eventstore.StreamFilter{IDPrefix: "order-"}, "by id prefix", "order-1", "order-2", "order-3", "order-\u00e9")
+	x.wantList(eventstore.StreamFilter{IDPrefix: "order-\u00e9"}, "a multi-byte prefix", "order-\u00e9")
+	x.wantList(eventstore.StreamFilter{IDPrefix: "order", Name: "Refund"}, "prefix and name", "order-2")
+	x.wantList(eventstore.StreamFilter{CreatedBefore: t1}, "created before (exclusive)", "order-1", "order-2")
+	x.wantList(eventstore.StreamFilter{CreatedAfter: t1, IDPrefix: "order-"}, "created at or after", "order-3", "order-\u00e9")
+	x.wantList(eventstore.StreamFilter{UpdatedAfter: t2}, "updated at or after", "order-1")
+	x.wantList(eventstore.StreamFilter{UpdatedAfter: esEpoch, UpdatedBefore: t2}, "updated in a range",
+		"order-2", "order-3", "order-\u00e9", "order.", "orders")
+	x.wantList(eventstore.StreamFilter{Name: "Checkout", After: "order-3", Limit: 2}, "a page of a filtered list", "order-\u00e9", "order.")
+}
+
+// Paging with After and Limit lists every stream exactly once, in id order, while
+// streams are created before and after the cursor and deleted between pages.
+func esListStreamsPages(x *esT) {
+	for i := range 10 {
+		x.create(fmt.Sprintf("s%02d", i*2), eventstore.StatusRunning)
+	}
+	var got []string
+	after := ""
+	for page := 0; ; page++ {
+		if page > 20 {
+			x.Fatalf("paging did not end: %q", got)
+		}
+		ids := x.list(eventstore.StreamFilter{After: after, Limit: 3})
+		if len(ids) == 0 {
+			break
+		}
+		got = append(got, ids...)
+		after = ids[len(ids)-1]
+		if page == 1 { // a stream before the cursor, one after it, and one deleted ahead
+			x.create("s01", eventstore.StatusRunning)
+			x.create("s13", eventstore.StatusRunning)
+			_, err := x.s.Delete(x.Context(), []string{"s16"}, eventstore.DeleteOptions{Force: true})
+			x.ok(err, "Delete")
+		}
+	}
+	want := []string{"s00", "s02", "s04", "s06", "s08", "s10", "s12", "s13", "s14", "s18"}
+	if !slices.Equal(got, want) {
+		x.Fatalf("pages of 3 listed %q, want %q (each once, in id order; created after the cursor: listed; before it or deleted: not)", got, want)
+	}
 }
 
 func esUpdatedAtTracksWrites(x *esT) {

@@ -132,12 +132,24 @@ type StreamState struct {
 }
 
 // StreamFilter selects streams. Conditions are ANDed; the zero value selects all.
+//
+// Streams come out in ascending id order (byte order), so After and Limit page
+// through a listing: pass the last id of a page as the next page's After. A page is
+// stable under concurrent writes: a stream created or deleted meanwhile appears or
+// disappears, nothing is listed twice and no untouched stream is skipped.
 type StreamFilter struct {
 	Streams         []string  // only these ids (nil: any; empty non-nil: none)
 	Status          Status    // only streams with this status ("": any)
+	Name            string    // only streams with this name ("": any)
+	IDPrefix        string    // only ids that start with this ("": any)
 	Parent          string    // only children of this stream ("": any)
 	RootsOnly       bool      // only streams without a parent
+	CreatedAfter    time.Time // only streams created at or after this (zero: any)
+	CreatedBefore   time.Time // only streams created before this (zero: any)
+	UpdatedAfter    time.Time // only streams last updated at or after this (zero: any)
+	UpdatedBefore   time.Time // only streams last updated before this (zero: any)
 	CompletedBefore time.Time // only streams whose current partition ended before this (zero: any)
+	After           string    // only ids greater than this: the paging cursor ("": from the start)
 	Limit           int       // at most this many (0: no limit)
 }
 

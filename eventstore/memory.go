@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -592,6 +593,12 @@ func (m *Memory) list(f StreamFilter) []string {
 		if f.Parent != "" && s.meta.parent != f.Parent {
 			continue
 		}
+		if f.Name != "" && s.meta.name != f.Name || !strings.HasPrefix(id, f.IDPrefix) || f.After != "" && id <= f.After {
+			continue
+		}
+		if !inRange(s.meta.created, f.CreatedAfter, f.CreatedBefore) || !inRange(s.meta.updated, f.UpdatedAfter, f.UpdatedBefore) {
+			continue
+		}
 		if f.RootsOnly && s.meta.parent != "" {
 			continue
 		}
@@ -609,6 +616,12 @@ func (m *Memory) list(f StreamFilter) []string {
 		out = out[:f.Limit]
 	}
 	return out
+}
+
+// inRange reports whether t is at or after from and before until (zero: no bound),
+// compared at the microsecond precision timestamps are stored with.
+func inRange(t, from, until time.Time) bool {
+	return (from.IsZero() || !t.Before(micro(from))) && (until.IsZero() || t.Before(micro(until)))
 }
 
 // SetCustomStatus implements Metadata.

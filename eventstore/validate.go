@@ -136,6 +136,11 @@ func CheckFilter(op string, f StreamFilter) error {
 	if f.Limit < 0 {
 		return invalid(op, "", "Limit", fmt.Sprintf("negative limit %d", f.Limit))
 	}
+	for _, c := range []struct{ field, value string }{{"Name", f.Name}, {"IDPrefix", f.IDPrefix}, {"Parent", f.Parent}, {"After", f.After}} {
+		if len(c.value) > MaxNameSize {
+			return invalid(op, "", c.field, fmt.Sprintf("%d bytes, more than MaxNameSize (%d)", len(c.value), MaxNameSize))
+		}
+	}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/duroq/duroq/eventstore"
 	"github.com/jmoiron/sqlx"
@@ -211,6 +213,37 @@ func (s *Store) listStreams(ctx context.Context, q sqlx.QueryerContext, f events
 	if f.RootsOnly {
 		conds = append(conds, "s.parent IS NULL")
 	}
+	if f.Name != "" {
+		conds = append(conds, "s.name = ?")
+		args = append(args, f.Name)
+	}
+	if f.IDPrefix != "" {
+		// Ids compare in byte order, so those with the prefix are one range of the
+		// primary key.
+		conds = append(conds, "s.stream >= ?")
+		args = append(args, f.IDPrefix)
+		if end, ok := prefixEnd(f.IDPrefix); ok {
+			conds = append(conds, "s.stream < ?")
+			args = append(args, end)
+		}
+	}
+	if f.After != "" {
+		conds = append(conds, "s.stream > ?")
+		args = append(args, f.After)
+	}
+	for _, r := range []struct {
+		column      string
+		from, until time.Time
+	}{{"s.created_at", f.CreatedAfter, f.CreatedBefore}, {"s.updated_at", f.UpdatedAfter, f.UpdatedBefore}} {
+		if !r.from.IsZero() {
+			conds = append(conds, r.column+" >= ?")
+			args = append(args, micros(r.from))
+		}
+		if !r.until.IsZero() {
+			conds = append(conds, r.column+" < ?")
+			args = append(args, micros(r.until))
+		}
+	}
 	if len(conds) > 0 {
 		query.WriteString(" WHERE " + strings.Join(conds, " AND "))
 	}
@@ -286,4 +319,34 @@ func (s *Store) CustomStatusTx(ctx context.Context, q sqlx.QueryerContext, strea
 		return eventstore.CustomStatus{}, false, s.wrap(op, stream, err)
 	}
 	return eventstore.CustomStatus{Value: stringPtr(value), Version: version}, true, nil
+}
+
+// prefixEnd returns the least string greater than every string that starts with
+// prefix, in byte order; ok is false when there is none. For UTF-8 it increments the
+// last code point (UTF-8 orders bytes as code points), so that PostgreSQL, whose text
+// must be UTF-8, can take it; otherwise the last byte below 0xff.
+func prefixEnd(prefix string) (end string, ok bool) {
+	if !utf8.ValidString(prefix) {
+		b := []byte(prefix)
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] < 0xff {
+				b[i]++
+				return string(b[:i+1]), true
+			}
+		}
+		return "", false
+	}
+	for prefix != "" {
+		r, size := utf8.DecodeLastRuneInString(prefix)
+		prefix = prefix[:len(prefix)-size]
+		switch {
+		case r == utf8.MaxRune:
+			continue
+		case r == 0xD7FF: // the surrogates are no characters
+			return prefix + string(rune(0xE000)), true
+		default:
+			return prefix + string(r+1), true
+		}
+	}
+	return "", false
 }
