@@ -125,6 +125,44 @@ func (p *Provider) ListInstancesByStatus(ctx context.Context, status string) ([]
 	return ids, classify("list_instances_by_status", err)
 }
 
+// ListInstancePage implements provider.ProviderAdmin: one page of the event store's
+// id-ordered stream listing (one more is asked for, to know whether a page follows),
+// then each instance's metadata.
+func (p *Provider) ListInstancePage(ctx context.Context, q provider.InstanceQuery) (provider.InstancePage, error) {
+	const op = "list_instance_page"
+	if q.Limit < 0 {
+		return provider.InstancePage{}, provider.Permanent(op, fmt.Errorf("%w: negative Limit %d", provider.ErrInvalid, q.Limit))
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = provider.DefaultPageSize
+	}
+	limit = min(limit, provider.MaxPageSize)
+	ids, err := p.s.ListStreams(ctx, eventstore.StreamFilter{Status: eventstore.Status(q.Status), Name: q.Orchestration,
+		IDPrefix: q.IDPrefix, Parent: q.Parent, RootsOnly: q.RootsOnly, CreatedAfter: q.CreatedAfter, CreatedBefore: q.CreatedBefore,
+		UpdatedAfter: q.UpdatedAfter, UpdatedBefore: q.UpdatedBefore, After: q.After, Limit: limit + 1})
+	if err != nil {
+		return provider.InstancePage{}, classify(op, err)
+	}
+	var page provider.InstancePage
+	if len(ids) > limit {
+		ids = ids[:limit]
+		page.Next = ids[limit-1]
+	}
+	page.Instances = make([]provider.InstanceInfo, 0, len(ids))
+	for _, id := range ids {
+		info, err := p.GetInstanceInfo(ctx, id)
+		if errors.Is(err, provider.ErrNotFound) {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			return provider.InstancePage{}, err
+		}
+		page.Instances = append(page.Instances, info)
+	}
+	return page, nil
+}
+
 // ListExecutions implements provider.ProviderAdmin.
 func (p *Provider) ListExecutions(ctx context.Context, instance string) ([]uint64, error) {
 	parts, err := p.s.Partitions(ctx, instance)

@@ -10,8 +10,10 @@ package conformance
 // messages (QueuePendingCount) and KV counted over the merged store+delta view.
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/duroq/duroq/runtime/provider"
@@ -33,6 +35,9 @@ func init() {
 		{"GetInstanceStatsCarryForward", "test_get_instance_stats_carry_forward", testMgmtStatsCarryForward},
 		{"GetInstanceStatsKVDeltaOnly", "test_get_instance_stats_kv_delta_only", testMgmtStatsKVDeltaOnly},
 		{"GetInstanceStatsKVMerged", "test_get_instance_stats_kv_merged", testMgmtStatsKVMerged},
+		// duroq's own: paged listing for operators (issue 18).
+		{"ListInstancePagesThroughFilters", duroqOwn, testMgmtListInstancePages},
+		{"ListInstancePageRefusesBadQueries", duroqOwn, testMgmtListInstancePageBadQuery},
 	}})
 }
 
@@ -310,4 +315,84 @@ func mgmtDeref(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// testMgmtListInstancePages pages through instances with filters: every selected
+// instance once, in id order, described as GetInstanceInfo describes it, with Next
+// empty on the last page.
+func testMgmtListInstancePages(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	for i := range 7 {
+		id, name := fmt.Sprintf("page-%02d", i), "Checkout"
+		if i%3 == 2 {
+			name = "Refund"
+		}
+		md := metadata(name, "1.0.0")
+		delta := []provider.Event{startedEvent(1, name, "1.0.0", "{}")}
+		if i%2 == 0 {
+			md.Status, md.Output = ptr(provider.StatusCompleted), ptr("done")
+			delta = append(delta, mgmtCompleted(2))
+		}
+		enqueueOrch(t, p, startItem(id, name, "1.0.0", "{}"), 0)
+		item := mustFetchOrch(t, p, longLock, "the start of "+id)
+		ackOrch(t, p, item.LockToken, provider.OrchestrationAck{ExecutionID: 1, HistoryDelta: delta, Metadata: md})
+	}
+	createInstance(t, p, "pagf-other") // sorts right after the prefix "page-"
+	pages := func(q provider.InstanceQuery) (ids []string, sizes []int) {
+		t.Helper()
+		for range 20 {
+			page, err := a.ListInstancePage(t.Context(), q)
+			if err != nil {
+				t.Fatalf("ListInstancePage(%+v): %v", q, err)
+			}
+			sizes = append(sizes, len(page.Instances))
+			for _, info := range page.Instances {
+				want, err := a.GetInstanceInfo(t.Context(), info.InstanceID)
+				if err != nil || info.InstanceID != want.InstanceID || info.OrchestrationName != want.OrchestrationName ||
+					info.Status != want.Status || info.CurrentExecutionID != want.CurrentExecutionID || !info.CreatedAt.Equal(want.CreatedAt) {
+					t.Fatalf("listed %+v; GetInstanceInfo says %+v, %v", info, want, err)
+				}
+				ids = append(ids, info.InstanceID)
+			}
+			if page.Next == "" {
+				return ids, sizes
+			}
+			if len(page.Instances) == 0 || page.Next != page.Instances[len(page.Instances)-1].InstanceID {
+				t.Fatalf("page %+v: Next must be the last id listed", page)
+			}
+			q.After = page.Next
+		}
+		t.Fatalf("paging %+v did not end: %q", q, ids)
+		return nil, nil
+	}
+	all := []string{"page-00", "page-01", "page-02", "page-03", "page-04", "page-05", "page-06"}
+	if ids, sizes := pages(provider.InstanceQuery{IDPrefix: "page-", Limit: 3}); !slices.Equal(ids, all) || !slices.Equal(sizes, []int{3, 3, 1}) {
+		t.Fatalf("pages of 3 of the prefix listed %q in pages of %v; want %q in pages of [3 3 1]", ids, sizes, all)
+	}
+	if ids, _ := pages(provider.InstanceQuery{IDPrefix: "page-", Status: provider.StatusCompleted}); !slices.Equal(ids, []string{"page-00", "page-02", "page-04", "page-06"}) {
+		t.Fatalf("completed instances: %q", ids)
+	}
+	if ids, _ := pages(provider.InstanceQuery{IDPrefix: "page-", Orchestration: "Refund", Limit: 1}); !slices.Equal(ids, []string{"page-02", "page-05"}) {
+		t.Fatalf("Refund instances: %q", ids)
+	}
+	if ids, _ := pages(provider.InstanceQuery{IDPrefix: "page-", Status: provider.StatusRunning, Orchestration: "Checkout"}); !slices.Equal(ids, []string{"page-01", "page-03"}) {
+		t.Fatalf("running Checkout instances: %q", ids)
+	}
+}
+
+func testMgmtListInstancePageBadQuery(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	_, err := a.ListInstancePage(t.Context(), provider.InstanceQuery{Limit: -1})
+	if !errors.Is(err, provider.ErrInvalid) || provider.IsRetryable(err) {
+		t.Fatalf("ListInstancePage(Limit -1) = %v; want a permanent ErrInvalid", err)
+	}
+	_, err = a.ListInstancePage(t.Context(), provider.InstanceQuery{IDPrefix: strings.Repeat("x", 1<<20)})
+	if !errors.Is(err, provider.ErrInvalid) || provider.IsRetryable(err) {
+		t.Fatalf("ListInstancePage(1 MiB prefix) = %.200v; want a permanent ErrInvalid", err)
+	}
+	if len(err.Error()) > 4096 {
+		t.Fatalf("the error of a 1 MiB prefix is %d bytes long; errors must not echo oversized input", len(err.Error()))
+	}
 }

@@ -115,6 +115,12 @@ type ProviderAdmin interface {
 	// ListInstancesByStatus returns the ids of the instances whose current
 	// execution has status (StatusRunning, StatusCompleted, ...).
 	ListInstancesByStatus(ctx context.Context, status string) ([]string, error)
+	// ListInstancePage returns one page of the instances q selects, in ascending id
+	// order, described as GetInstanceInfo would: a page costs the same however many
+	// instances are stored. Pass the page's Next as the next query's After to go on;
+	// an instance created or deleted meanwhile appears or disappears, none is listed
+	// twice. A bad query (a negative Limit, an oversized field) is ErrInvalid.
+	ListInstancePage(ctx context.Context, q InstanceQuery) (InstancePage, error)
 	// ListExecutions returns the instance's execution ids in ascending order (empty
 	// for an unknown instance).
 	ListExecutions(ctx context.Context, instance string) ([]uint64, error)
@@ -171,6 +177,34 @@ type InstanceInfo struct {
 	Output               *string   // the current execution's output; nil while it runs
 	ParentInstanceID     string    // "" for a root instance
 	CreatedAt, UpdatedAt time.Time // when the instance was first stored, and last written to
+}
+
+// Page sizes of ListInstancePage.
+const (
+	DefaultPageSize = 100  // InstanceQuery.Limit 0
+	MaxPageSize     = 1000 // a larger Limit is lowered to it
+)
+
+// InstanceQuery selects instances for ListInstancePage; every condition set must
+// hold.
+type InstanceQuery struct {
+	Status        string    // the current execution's status (StatusRunning, StatusCompleted, ...); "" any
+	Orchestration string    // the orchestration's name; "" any
+	IDPrefix      string    // ids that start with this; "" any
+	Parent        string    // sub-orchestrations of this instance; "" any
+	RootsOnly     bool      // only instances without a parent
+	CreatedAfter  time.Time // created at or after this; zero: any
+	CreatedBefore time.Time // created before this; zero: any
+	UpdatedAfter  time.Time // last written at or after this; zero: any
+	UpdatedBefore time.Time // last written before this; zero: any
+	After         string    // the paging cursor: the Next of the previous page; "" from the start
+	Limit         int       // at most this many (0: DefaultPageSize; at most MaxPageSize)
+}
+
+// InstancePage is one page of ListInstancePage.
+type InstancePage struct {
+	Instances []InstanceInfo // in ascending id order
+	Next      string         // the After of the next page; "" when no instance follows
 }
 
 // ExecutionInfo describes one execution.
