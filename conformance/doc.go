@@ -6,7 +6,9 @@
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.TestMessageQueue(t, conformance.QueueFactory{
-//			New: func(t *testing.T) mq.MessageQueue { return newBackend(t) },
+//			New: func(t *testing.T, now func() time.Time) mq.MessageQueue {
+//				return newBackend(t, Options{Now: now})
+//			},
 //		})
 //	}
 //
@@ -15,7 +17,17 @@
 //     visibility, tags, sessions, key attributes, message keys, long polls,
 //     concurrency, bad input; order under failure, bounded batches, DequeueBatches,
 //     message-by-message Settle) and the mq.Admin contract (Peek, Redrive, Purge),
-//     which every backend must implement.
+//     which every backend must implement. The suite owns the backend's clock: the
+//     factory gets now, and the backend must take every time from it (lock expiry
+//     and Renew, the visibility of delayed and abandoned messages, session leases
+//     and activity, EnqueuedAt and the failure and dead-letter times) and turn the
+//     times a long poll waits for into durations with it. The clock stands still
+//     until a case advances it, so the cases that check a lock lapse, the end of a
+//     delay or a session lease advance it instead of sleeping, and hold however
+//     slowly the test runs. Only the long-poll cases (a waiting DequeueBatch woken
+//     by an Enqueue, an Ack, an Abandon, the clock passing the end of a delay or a
+//     lock, a canceled context, a Close) take real time: they run in parallel and
+//     wait for the event with a bound.
 //   - TestEventStore: the eventstore.EventStore contract.
 //   - TestProvider: a Go port of duroxide's provider validation suite (0.1.26, plus
 //     the 0.1.27 additions), one subtest per duroxide test, named Group/Case;
@@ -25,8 +37,9 @@
 // Nothing passes by skipping where it matters. A provider case that needs a
 // capability the factory lacks (management, a test hook) is skipped, and the suite
 // then fails with a "not conformant" summary line unless the factory sets Partial. A
-// queue timing check that ran past its deadline (too slow to tell) is skipped as
-// inconclusive, or fails when StrictTimingEnv is set, as duroq's CI sets it.
+// queue long-poll check that ran too slowly to tell (its event came after the Wait
+// ended) is skipped as inconclusive, or fails when StrictTimingEnv is set, as duroq's
+// CI sets it.
 //
 // The suites use the standard library's testing package only, and depend on the
 // contract packages, never on a backend.

@@ -14,28 +14,30 @@ import (
 
 // QueueFactory makes fresh, empty queues for TestMessageQueue.
 type QueueFactory struct {
-	// New returns a new, empty queue; the suite closes it (register nothing that
-	// double-closes; Close is idempotent anyway).
-	New func(t *testing.T) mq.MessageQueue
-	// LockTimeout is the short lock timeout used by tests that wait for locks to lapse;
-	// default 200ms. Slow backends (PostgreSQL over a network) raise it.
-	LockTimeout time.Duration
+	// New returns a new, empty queue whose only clock is now (its Options.Now): the
+	// backend must compute every time from it (lock expiry, Renew, the visibility of
+	// delayed and abandoned messages, session leases and activity, EnqueuedAt and the
+	// failure and dead-letter times) and turn the times it waits for in a long poll into
+	// durations with it (next.Sub(now()), never time.Until(next)). The suite's clock
+	// stands still until a case advances it, so a lock, lease or delay ends when the
+	// case says, however slowly the test runs. The suite closes the queue (register
+	// nothing that double-closes; Close is idempotent anyway).
+	New func(t *testing.T, now func() time.Time) mq.MessageQueue
 }
 
 // TestMessageQueue runs the mq.MessageQueue conformance suite against the queues f
-// makes. Every case is a subtest with a queue of its own. Cases that must let time
-// pass (lock expiry, delays, leases, long polls) run in parallel, so the suite takes
-// a few seconds per backend; go test's -parallel flag (GOMAXPROCS by default) bounds
-// how many of them sleep at once, so on a machine with few CPUs a larger -parallel
-// shortens the run. Timing checks that only hold until a deadline are skipped, not
-// failed, when the test itself ran past the deadline, unless StrictTimingEnv is set.
+// makes. Every case is a subtest with a queue and a clock of its own. A case that
+// checks a lock lapse, a delay or a session lease advances its clock instead of
+// sleeping. The long-poll cases (a waiting DequeueBatch woken by an Enqueue, an Ack,
+// the end of a delay, a canceled context) need real time: they run in parallel and
+// wait for the event with a bound (together about a second of waiting per backend;
+// go test's -parallel flag, GOMAXPROCS by default, bounds how many wait at once). A
+// long-poll check that ran too slowly to tell (the event came after the Wait ended) is
+// skipped, not failed, unless StrictTimingEnv is set.
 func TestMessageQueue(t *testing.T, f QueueFactory) {
 	t.Helper()
 	if f.New == nil {
 		t.Fatal("conformance: QueueFactory.New is nil")
-	}
-	if f.LockTimeout < 0 {
-		t.Fatalf("conformance: QueueFactory.LockTimeout %v is negative", f.LockTimeout)
 	}
 	e := env{f: f}
 	for _, group := range [][]mqCase{
@@ -63,8 +65,9 @@ func TestMessageQueue(t *testing.T, f QueueFactory) {
 	}
 }
 
-// mqCase is one subtest of TestMessageQueue. A case that waits for time to pass calls
-// t.Parallel first; every case opens its own queue with env.open.
+// mqCase is one subtest of TestMessageQueue. A case that waits in real time (a long
+// poll) calls t.Parallel first; every case opens its own queue with env.open or
+// env.openClock.
 type mqCase struct {
 	name string
 	run  func(t *testing.T, e env)
@@ -73,13 +76,23 @@ type mqCase struct {
 // qn is the queue most cases use; each case has a fresh backend, so names never clash.
 const qn = "conformance"
 
-// env gives cases the factory and the suite's timing.
+// env gives cases the factory.
 type env struct{ f QueueFactory }
 
-// open makes a fresh queue and closes it when the test ends.
+// open makes a fresh queue (on a clock of its own that nobody moves) and closes it
+// when the test ends.
 func (e env) open(t *testing.T) mq.MessageQueue {
 	t.Helper()
-	q := e.f.New(t)
+	q, _ := e.openClock(t)
+	return q
+}
+
+// openClock makes a fresh queue and returns it with its clock, which the case
+// advances to let locks, leases and delays end; the queue is closed when the test ends.
+func (e env) openClock(t *testing.T) (mq.MessageQueue, mqClock) {
+	t.Helper()
+	clk := mqClock{&esClock{now: mqEpoch}}
+	q := e.f.New(t, clk.Now)
 	if q == nil {
 		t.Fatal("conformance: QueueFactory.New returned a nil queue")
 	}
@@ -88,29 +101,48 @@ func (e env) open(t *testing.T) mq.MessageQueue {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	return q
+	return q, clk
 }
 
-// lt is the short lock timeout (and session lease) for cases that wait for a lapse.
-func (e env) lt() time.Duration {
-	if e.f.LockTimeout > 0 {
-		return e.f.LockTimeout
+// mqEpoch is where every case's clock starts (a whole second, so that a backend
+// storing milliseconds or microseconds keeps every time the suite makes exactly).
+var mqEpoch = time.Date(2031, 2, 3, 4, 5, 6, 0, time.UTC)
+
+// mqClock is a case's clock, the only one its queue reads: it stands still until the
+// case moves it (safe for concurrent use, as the queue reads it from any goroutine).
+type mqClock struct{ *esClock }
+
+// to moves the clock forward to at; it never moves back.
+func (c mqClock) to(at time.Time) {
+	if d := at.Sub(c.Now()); d > 0 {
+		c.Advance(d)
 	}
-	return 200 * time.Millisecond
 }
 
-// lapse is how long to sleep for a lock, lease or delay of lt() to be over for sure.
-func (e env) lapse() time.Duration { return e.lt() + max(150*time.Millisecond, e.lt()/2) }
+// justBefore moves the clock to margin before at: a lock, lease or delay that ends
+// at at still holds.
+func (c mqClock) justBefore(at time.Time) { c.to(at.Add(-margin)) }
 
-// tol is the tolerance for comparing times reported by the backend with the clock of
-// the test (a database may stamp rows with its own clock and a coarser resolution).
-func (e env) tol() time.Duration { return max(time.Second, e.lt()) }
+// past moves the clock margin past at: a lock, lease or delay that ends at at is over.
+func (c mqClock) past(at time.Time) { c.to(at.Add(margin)) }
+
+// lt is the short lock timeout (and session lease, and delay) of the cases that watch
+// one end; the case's clock, not real time, makes it pass.
+const lt = 200 * time.Millisecond
+
+// margin is how close to its end a lock, lease or delay is checked to still hold, and
+// how far past its end to be over.
+const margin = 10 * time.Millisecond
+
+// tol is the tolerance for comparing a time the backend reports with the case's clock
+// (a backend may store times at millisecond resolution).
+const tol = time.Millisecond
 
 // long is a lock timeout no case outlives.
 const long = time.Minute
 
-// short returns options with the short lock timeout.
-func (e env) short() mq.DequeueOptions { return mq.DequeueOptions{LockTimeout: e.lt()} }
+// short is DequeueOptions with the short lock timeout lt.
+var short = mq.DequeueOptions{LockTimeout: lt}
 
 // msg is an un-keyed message of the queue qn.
 func msg(payload string) mq.Message { return mq.Message{Queue: qn, Payload: []byte(payload)} }
@@ -192,32 +224,18 @@ func mustFetchNothing(t *testing.T, q mq.MessageQueue, opts mq.DequeueOptions, r
 	}
 }
 
-// mustFetchNothingBefore is mustFetchNothing for a rule that only holds until deadline:
-// when a batch comes back after the deadline (the test ran too slowly), the check is
-// inconclusive (see inconclusive).
-func mustFetchNothingBefore(t *testing.T, q mq.MessageQueue, opts mq.DequeueOptions, deadline time.Time, rule string) {
-	t.Helper()
-	b := fetch(t, q, opts)
-	if b == nil {
-		return
-	}
-	// A backend may store times at millisecond resolution, so allow for rounding.
-	if time.Now().Before(deadline.Add(-10 * time.Millisecond)) {
-		t.Fatalf("%s: DequeueBatch returned %s", rule, describe(b))
-	}
-	inconclusive(t, "the check %q ran after its deadline", rule)
-}
-
 // StrictTimingEnv names the environment variable that makes an inconclusive timing
 // check fail instead of skip. duroq's CI sets it: there a timing check must never
-// pass by skipping, which would hide a lock bug on a slow run.
+// pass by skipping, which would hide a bug on a slow run. Only the long-poll cases,
+// which wait in real time, have such checks; locks, leases and delays follow the
+// case's clock and are always conclusive.
 const StrictTimingEnv = "DUROQ_STRICT_TIMING"
 
-// inconclusive ends a case whose timing check ran past its deadline (the test ran
-// too slowly to tell): skipped, saying so, or failed when StrictTimingEnv is set.
+// inconclusive ends a case whose real-time check could not tell (the test ran too
+// slowly): skipped, saying so, or failed when StrictTimingEnv is set.
 func inconclusive(t *testing.T, format string, args ...any) {
 	t.Helper()
-	why := fmt.Sprintf(format, args...) + " (the test ran too slowly; raise QueueFactory.LockTimeout)"
+	why := fmt.Sprintf(format, args...) + " (the test ran too slowly)"
 	if os.Getenv(StrictTimingEnv) != "" {
 		t.Fatalf("inconclusive, and %s is set: %s", StrictTimingEnv, why)
 	}
@@ -380,16 +398,14 @@ func wantEmpty(t *testing.T, q mq.MessageQueue, queue, rule string) {
 	wantStats(t, q, queue, mq.Stats{}, rule)
 }
 
-// within fails unless got lies in [lo-tol, hi+tol].
-func within(t *testing.T, got, lo, hi time.Time, tol time.Duration, what string) {
+// wantTime fails unless got is want, within tol: a time the backend computed from
+// the case's clock.
+func wantTime(t *testing.T, got, want time.Time, what string) {
 	t.Helper()
-	if got.Before(lo.Add(-tol)) || got.After(hi.Add(tol)) {
-		t.Errorf("%s is %v, want between %v and %v (tolerance %v)", what, got, lo, hi, tol)
+	if d := got.Sub(want); d < -tol || d > tol {
+		t.Errorf("%s is %v, want %v (the queue's clock, tolerance %v)", what, got, want, tol)
 	}
 }
-
-// sleepUntil sleeps until at.
-func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
 
 // canceledCtx returns a context that is already canceled.
 func canceledCtx(t *testing.T) context.Context {

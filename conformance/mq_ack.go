@@ -55,14 +55,12 @@ func testAckEnqueuesFollowUpMessages(t *testing.T, e env) {
 }
 
 func testFailedAckEnqueuesNoFollowUps(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, msg("u1"))
-	start := time.Now()
-	b := fetchPayloads(t, q, e.short(), "u1", "u1")
+	b := fetchPayloads(t, q, short, "u1", "u1")
 	err := q.Ack(t.Context(), "no-such-token", msg("f0"), mq.Message{Queue: "other", Payload: []byte("f0")})
 	wantLockLost(t, err, "ack", "an Ack with an unknown token")
-	sleepUntil(start.Add(e.lapse()))
+	clk.past(b.LockedUntil)
 	err = q.Ack(t.Context(), b.Token, msg("f1"), mq.Message{Queue: "other", Payload: []byte("f2")},
 		mq.Message{Queue: qn, Payload: []byte("f3"), Delay: long})
 	wantLockLost(t, err, "ack", "an Ack after the lock lapsed")

@@ -202,15 +202,16 @@ func testPeekFiltersByRoutingKey(t *testing.T, e env) {
 }
 
 func testPeekReportsLocksDelaysAndMetadata(t *testing.T, e env) {
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	a := asAdmin(t, q)
-	before := time.Now()
+	enqueued := clk.Now()
 	put(t, q, kmsg("A", "a1"), kmsg("A", "a2"), kmsg("A", "a3"),
 		mq.Message{Queue: qn, Payload: []byte("d1"), Delay: long},
 		mq.Message{Queue: qn, Payload: []byte("u1"), Tag: "gpu", Key: "k-u1"},
 		mq.Message{Queue: qn, Session: "sess", Payload: nil})
-	after := time.Now()
+	clk.Advance(time.Second)
 	b := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long, MaxMessages: 2}, "key A, bounded", "a1", "a2")
+	clk.Advance(time.Second)
 	ms := peek(t, a, qn, mq.PeekOptions{})
 	if len(ms) != 6 {
 		t.Fatalf("Peek returned %d messages, want 6", len(ms))
@@ -219,7 +220,7 @@ func testPeekReportsLocksDelaysAndMetadata(t *testing.T, e env) {
 		if !m.Locked || m.Attempt != 1 || m.RoutingKey != "A" || m.ID != b.Messages[i].ID {
 			t.Fatalf("Peek reports %s, want message %d of the batch, locked, attempt 1", infoString(m), b.Messages[i].ID)
 		}
-		within(t, m.VisibleAt, b.LockedUntil, b.LockedUntil, e.tol(), "VisibleAt of a locked message (when its lock lapses)")
+		wantTime(t, m.VisibleAt, b.LockedUntil, "VisibleAt of a locked message (when its lock lapses)")
 	}
 	if m := ms[2]; m.Locked || m.Attempt != 0 {
 		t.Fatalf("Peek reports %s, want a3 (held behind the bounded batch, not in it) unlocked, never fetched", infoString(m))
@@ -227,27 +228,27 @@ func testPeekReportsLocksDelaysAndMetadata(t *testing.T, e env) {
 	if m := ms[3]; m.Locked || string(m.Payload) != "d1" {
 		t.Fatalf("Peek reports %s, want the delayed d1 unlocked", infoString(m))
 	}
-	within(t, ms[3].VisibleAt, before.Add(long), after.Add(long), e.tol(), "VisibleAt of a delayed message")
+	wantTime(t, ms[3].VisibleAt, enqueued.Add(long), "VisibleAt of a delayed message")
 	u := ms[4]
 	if string(u.Payload) != "u1" || u.Tag != "gpu" || u.Key != "k-u1" || u.Locked || u.Attempt != 0 || u.LastError != "" ||
 		!u.FirstFailedAt.IsZero() || !u.LastFailedAt.IsZero() || u.OriginQueue != "" || !u.DeadLetteredAt.IsZero() {
 		t.Fatalf("Peek reports %s, want u1 with tag gpu, message key k-u1, never fetched, no failure, no dead-letter origin", infoString(u))
 	}
-	within(t, u.EnqueuedAt, before, after, e.tol(), "EnqueuedAt")
-	within(t, u.VisibleAt, before, after, e.tol(), "VisibleAt of a ready message")
+	wantTime(t, u.EnqueuedAt, enqueued, "EnqueuedAt")
+	wantTime(t, u.VisibleAt, enqueued, "VisibleAt of a ready message")
 	if s := ms[5]; s.Session != "sess" || len(s.Payload) != 0 {
 		t.Fatalf("Peek reports %s, want the session message with an empty payload", infoString(s))
 	}
 
-	start := time.Now()
+	abandoned := clk.Now()
 	abandon(t, q, b, mq.AbandonOptions{Delay: long})
-	end := time.Now()
+	clk.Advance(time.Second)
 	for _, m := range peek(t, a, qn, mq.PeekOptions{RoutingKey: "A", Limit: 2}) {
 		if m.Locked || m.Attempt != 1 {
 			t.Fatalf("after an Abandon with a Delay Peek reports %s, want unlocked, attempt 1", infoString(m))
 		}
-		within(t, m.VisibleAt, start.Add(long), end.Add(long), e.tol(), "VisibleAt of a message abandoned with a Delay")
-		within(t, m.LastFailedAt, start, end, e.tol(), "LastFailedAt of an abandoned message")
+		wantTime(t, m.VisibleAt, abandoned.Add(long), "VisibleAt of a message abandoned with a Delay")
+		wantTime(t, m.LastFailedAt, abandoned, "LastFailedAt of an abandoned message")
 	}
 }
 
@@ -288,7 +289,7 @@ func testPeekLimitDefaultsAndBounds(t *testing.T, e env) {
 }
 
 func testRedriveMovesDeadLettersBackToTheirOrigin(t *testing.T, e env) {
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	a := asAdmin(t, q)
 	put(t, q, mq.Message{Queue: "q1", RoutingKey: "K", Payload: []byte("p1"), Key: "m1", Tag: "gpu"},
 		mq.Message{Queue: "q1", Payload: []byte("p2")}, mq.Message{Queue: "q2", Payload: []byte("p3")})
@@ -305,9 +306,10 @@ func testRedriveMovesDeadLettersBackToTheirOrigin(t *testing.T, e env) {
 	if got := infoPayloads(dead); !equalStrings(got, []string{"p1", "p2", "p3"}) {
 		t.Fatalf("the dead-letter queue holds %q, want [p1 p2 p3]", got)
 	}
-	before := time.Now()
+	clk.Advance(time.Second)
+	redriven := clk.Now()
 	redrive(t, a, mq.RedriveOptions{}, 3, "Redrive of every dead letter")
-	after := time.Now()
+	clk.Advance(time.Second)
 	wantEmpty(t, q, "dlq", "every dead letter was moved")
 	got := append(peek(t, a, "q1", mq.PeekOptions{}), peek(t, a, "q2", mq.PeekOptions{})...)
 	if len(got) != 3 {
@@ -321,7 +323,7 @@ func testRedriveMovesDeadLettersBackToTheirOrigin(t *testing.T, e env) {
 			t.Fatalf("redriven message is %s; from the dead letter %s want the same id, key, message key and tag in its origin queue, "+
 				"attempt 0, unlocked, no origin or dead-letter time, the failure history kept", infoString(m), infoString(d))
 		}
-		within(t, m.VisibleAt, before, after, e.tol(), "VisibleAt of a redriven message (visible at once)")
+		wantTime(t, m.VisibleAt, redriven, "VisibleAt of a redriven message (visible at once)")
 	}
 	r := fetchFrom(t, q, "q1", mq.DequeueOptions{})
 	if r == nil || r.RoutingKey != "K" {

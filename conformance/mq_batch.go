@@ -70,18 +70,15 @@ func testRoutingKeyBatchLocksAllVisibleMessages(t *testing.T, e env) {
 }
 
 func testRoutingKeyBatchLeavesOutDelayedMessages(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, kmsg("A", "a1"))
-	due := time.Now().Add(e.lt())
-	put(t, q, mq.Message{Queue: qn, RoutingKey: "A", Payload: []byte("a2"), Delay: e.lt()})
+	due := clk.Now().Add(lt)
+	put(t, q, mq.Message{Queue: qn, RoutingKey: "A", Payload: []byte("a2"), Delay: lt})
 
+	clk.justBefore(due)
 	b := mustFetch(t, q, mq.DequeueOptions{LockTimeout: long}, "a1 is visible")
-	if !time.Now().Before(due) {
-		inconclusive(t, "the fetch returned after a2 became visible")
-	}
 	wantPayloads(t, b, "a message of the key that is not visible yet must not be part of the batch", "a1")
-	sleepUntil(due.Add(e.lapse() - e.lt()))
+	clk.past(due)
 	mustFetchNothing(t, q, mq.DequeueOptions{}, "a2 became visible while key A is locked: nobody may receive it until the lock ends")
 	ack(t, q, b)
 	got := fetchPayloads(t, q, mq.DequeueOptions{}, "a2 survives the ack of the batch it was not part of and is delivered next", "a2")
@@ -126,15 +123,14 @@ func testMessagesArrivingDuringLockWaitForTheAck(t *testing.T, e env) {
 }
 
 func testMessagesArrivingDuringLockJoinTheBatchAfterExpiry(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, kmsg("A", "a1"))
-	start := time.Now()
-	old := fetchPayloads(t, q, e.short(), "key A", "a1")
+	old := fetchPayloads(t, q, short, "key A", "a1")
+	clk.Advance(lt / 2)
 	put(t, q, kmsg("A", "a2"), kmsg("A", "a3"), kmsg("A", "a4"))
-	mustFetchNothingBefore(t, q, mq.DequeueOptions{}, start.Add(e.lt()),
-		"messages that arrive while key A is locked must not be delivered until the lock ends")
-	sleepUntil(start.Add(e.lapse()))
+	clk.justBefore(old.LockedUntil)
+	mustFetchNothing(t, q, mq.DequeueOptions{}, "messages that arrive while key A is locked must not be delivered until the lock ends")
+	clk.past(old.LockedUntil)
 	b := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long},
 		"after the lock lapses, the key's batch holds the old and the new messages in enqueue order", "a1", "a2", "a3", "a4")
 	wantAttempts(t, b, "a1 was fetched once before, the others never", 2, 1, 1, 1)
@@ -234,17 +230,15 @@ func testQueuesAreIsolated(t *testing.T, e env) {
 }
 
 func testStatsCountReadyDelayedLocked(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	wantEmpty(t, q, qn, "a fresh queue is empty")
 	put(t, q, kmsg("A", "a1"))
-	start := time.Now()
-	mustFetch(t, q, e.short(), "key A")
+	a := mustFetch(t, q, short, "key A")
 	put(t, q, kmsg("A", "a2"), msg("u1"), mq.Message{Queue: qn, Payload: []byte("d1"), Delay: long})
-	if s := stats(t, q, qn); time.Now().Before(start.Add(e.lt())) && s != (mq.Stats{Ready: 2, Delayed: 1, Locked: 1}) {
-		t.Fatalf("Stats = %+v, want {Ready:2 Delayed:1 Locked:1}: a2 (a message of a locked key counts as ready) and u1 are ready, d1 is delayed, a1 is locked", s)
-	}
-	sleepUntil(start.Add(e.lapse()))
+	clk.justBefore(a.LockedUntil)
+	wantStats(t, q, qn, mq.Stats{Ready: 2, Delayed: 1, Locked: 1},
+		"a2 (a message of a locked key counts as ready) and u1 are ready, d1 is delayed, a1 is locked")
+	clk.past(a.LockedUntil)
 	wantStats(t, q, qn, mq.Stats{Ready: 3, Delayed: 1}, "a message whose lock lapsed is ready again, not locked")
 	b := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key A", "a1", "a2")
 	wantStats(t, q, qn, mq.Stats{Ready: 1, Delayed: 1, Locked: 2}, "a1 and a2 are locked")
@@ -253,38 +247,37 @@ func testStatsCountReadyDelayedLocked(t *testing.T, e env) {
 }
 
 func testStatsNextVisible(t *testing.T, e env) {
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	st, err := q.Stats(t.Context(), qn)
 	if err != nil || !st.NextVisible.IsZero() {
 		t.Fatalf("Stats of an empty queue = %+v, %v; want no NextVisible", st, err)
 	}
 	put(t, q, msg("u1"))
-	before := time.Now()
+	enqueued := clk.Now()
 	put(t, q, mq.Message{Queue: qn, Payload: []byte("d2"), Delay: 2 * long}, mq.Message{Queue: qn, Payload: []byte("d1"), Delay: long})
-	after := time.Now()
+	clk.Advance(time.Second)
 	if st, err = q.Stats(t.Context(), qn); err != nil {
 		t.Fatal(err)
 	}
-	within(t, st.NextVisible, before.Add(long), after.Add(long), e.tol(), "NextVisible (d1's visibility; u1 is ready, d2 comes later)")
+	wantTime(t, st.NextVisible, enqueued.Add(long), "NextVisible (d1's visibility; u1 is ready, d2 comes later)")
 	b := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: 3 * long}, "u1", "u1")
-	if st, _ = q.Stats(t.Context(), qn); !st.NextVisible.Before(before.Add(long + long/2)) {
-		t.Fatalf("NextVisible = %v while u1 is locked until later: a lock's expiry is not a delayed message's visibility", st.NextVisible)
-	}
+	st, _ = q.Stats(t.Context(), qn)
+	wantTime(t, st.NextVisible, enqueued.Add(long), "NextVisible while u1 is locked until later (still d1's: a lock's expiry is not a delayed message's visibility)")
+	abandoned := clk.Now()
 	abandon(t, q, b, mq.AbandonOptions{Delay: long / 2})
-	if st, _ = q.Stats(t.Context(), qn); !st.NextVisible.Before(before.Add(long)) {
-		t.Fatalf("NextVisible = %v; want u1's, abandoned with a delay of %v", st.NextVisible, long/2)
-	}
+	st, _ = q.Stats(t.Context(), qn)
+	wantTime(t, st.NextVisible, abandoned.Add(long/2), "NextVisible after u1 was abandoned with a Delay of 30s (u1's)")
 }
 
 func testRoundTripPreservesPayloadAndMetadata(t *testing.T, e env) {
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	binary := []byte{0, 1, 2, 0xfe, 0xff, 'x', 0, '\n'}
-	before := time.Now()
+	enqueued := clk.Now()
 	put(t, q,
 		mq.Message{Queue: qn, RoutingKey: "rk", Payload: binary, Tag: "gpu", Key: "key-1"},
 		mq.Message{Queue: qn, Payload: []byte("in a session"), Tag: "t2", Session: "sess-1", Key: "key-2"},
 	)
-	after := time.Now()
+	clk.Advance(time.Second) // EnqueuedAt is when the message was enqueued, not fetched
 
 	b := mustFetch(t, q, mq.DequeueOptions{}, "the keyed message")
 	if b.RoutingKey != "rk" || b.Queue != qn || len(b.Messages) != 1 {
@@ -297,7 +290,7 @@ func testRoundTripPreservesPayloadAndMetadata(t *testing.T, e env) {
 	if d.Tag != "gpu" || d.Key != "key-1" || d.Session != "" || d.Attempt != 1 {
 		t.Errorf("delivery has Tag %q Key %q Session %q Attempt %d, want \"gpu\" \"key-1\" \"\" 1", d.Tag, d.Key, d.Session, d.Attempt)
 	}
-	within(t, d.EnqueuedAt, before, after, e.tol(), "EnqueuedAt")
+	wantTime(t, d.EnqueuedAt, enqueued, "EnqueuedAt")
 
 	s := mustFetch(t, q, withSession("owner-a", long), "the session message")
 	if s.RoutingKey != "" || len(s.Messages) != 1 {
@@ -308,7 +301,7 @@ func testRoundTripPreservesPayloadAndMetadata(t *testing.T, e env) {
 		t.Errorf("delivery has Payload %q Tag %q Session %q Key %q, want \"in a session\" \"t2\" \"sess-1\" \"key-2\"",
 			d.Payload, d.Tag, d.Session, d.Key)
 	}
-	within(t, d.EnqueuedAt, before, after, e.tol(), "EnqueuedAt")
+	wantTime(t, d.EnqueuedAt, enqueued, "EnqueuedAt")
 }
 
 func testIDsIncreaseInEnqueueOrder(t *testing.T, e env) {
@@ -337,26 +330,22 @@ func testIDsIncreaseInEnqueueOrder(t *testing.T, e env) {
 }
 
 func testLockedUntilReflectsLockTimeout(t *testing.T, e env) {
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, msg("u1"), msg("u2"))
-	before := time.Now()
+	clk.Advance(time.Second)
 	b := mustFetch(t, q, mq.DequeueOptions{LockTimeout: 10 * time.Second}, "u1")
-	after := time.Now()
-	within(t, b.LockedUntil, before.Add(10*time.Second), after.Add(10*time.Second), e.tol(), "LockedUntil of a 10s lock")
+	wantTime(t, b.LockedUntil, clk.Now().Add(10*time.Second), "LockedUntil of a 10s lock")
 
-	before = time.Now()
+	clk.Advance(time.Second)
 	d := mustFetch(t, q, mq.DequeueOptions{}, "u2")
-	after = time.Now()
-	within(t, d.LockedUntil, before.Add(mq.DefaultLockTimeout), after.Add(mq.DefaultLockTimeout), e.tol(),
-		"LockedUntil of a zero LockTimeout (DefaultLockTimeout)")
+	wantTime(t, d.LockedUntil, clk.Now().Add(mq.DefaultLockTimeout), "LockedUntil of a zero LockTimeout (DefaultLockTimeout)")
 
-	before = time.Now()
+	clk.Advance(time.Second)
 	until, err := q.Renew(t.Context(), b.Token, 20*time.Second)
-	after = time.Now()
 	if err != nil {
 		t.Fatalf("Renew of a live lock failed: %v", err)
 	}
-	within(t, until, before.Add(20*time.Second), after.Add(20*time.Second), e.tol(), "the expiry Renew(20s) returns")
+	wantTime(t, until, clk.Now().Add(20*time.Second), "the expiry Renew(20s) returns")
 }
 
 func testEnqueueOfManyMessagesIsAtomicAndAllVisible(t *testing.T, e env) {
@@ -398,18 +387,17 @@ func testFIFOFollowsEnqueueOrder(t *testing.T, e env) {
 }
 
 func testFIFOFollowsVisibilityThenEnqueueOrder(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
-	start := time.Now()
-	put(t, q, mq.Message{Queue: qn, Payload: []byte("late"), Delay: e.lt()})
+	q, clk := e.openClock(t)
+	start := clk.Now()
+	put(t, q, mq.Message{Queue: qn, Payload: []byte("late"), Delay: lt})
 	put(t, q, msg("now"))
-	put(t, q, mq.Message{Queue: qn, Payload: []byte("mid"), Delay: e.lt() / 2})
+	put(t, q, mq.Message{Queue: qn, Payload: []byte("mid"), Delay: lt / 2})
 	put(t, q, msg("now-2"))
 	b := fetchPayloads(t, q, mq.DequeueOptions{}, "the visible message comes before the delayed ones enqueued earlier", "now")
 	ack(t, q, b)
 	b = fetchPayloads(t, q, mq.DequeueOptions{}, "visible messages come in enqueue order", "now-2")
 	ack(t, q, b)
-	sleepUntil(start.Add(e.lapse()))
+	clk.past(start.Add(lt))
 	for _, p := range []string{"mid", "late"} {
 		b := fetchPayloads(t, q, mq.DequeueOptions{}, "the message visible earliest comes first, whatever the enqueue order", p)
 		ack(t, q, b)
@@ -417,16 +405,14 @@ func testFIFOFollowsVisibilityThenEnqueueOrder(t *testing.T, e env) {
 }
 
 func testDelayedMessageIsInvisibleUntilDue(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
-	start := time.Now()
-	put(t, q, mq.Message{Queue: qn, RoutingKey: "A", Payload: []byte("a1"), Delay: e.lt()},
-		mq.Message{Queue: qn, Payload: []byte("u1"), Delay: e.lt()})
-	mustFetchNothingBefore(t, q, mq.DequeueOptions{}, start.Add(e.lt()), "a message is invisible until its Delay has passed")
-	if s := stats(t, q, qn); time.Now().Before(start.Add(e.lt())) && s != (mq.Stats{Delayed: 2}) {
-		t.Fatalf("Stats = %+v before the delay passed, want {Delayed:2}", s)
-	}
-	sleepUntil(start.Add(e.lapse()))
+	q, clk := e.openClock(t)
+	due := clk.Now().Add(lt)
+	put(t, q, mq.Message{Queue: qn, RoutingKey: "A", Payload: []byte("a1"), Delay: lt},
+		mq.Message{Queue: qn, Payload: []byte("u1"), Delay: lt})
+	clk.justBefore(due)
+	mustFetchNothing(t, q, mq.DequeueOptions{}, "a message is invisible until its Delay has passed")
+	wantStats(t, q, qn, mq.Stats{Delayed: 2}, "the delay has not passed")
+	clk.past(due)
 	wantStats(t, q, qn, mq.Stats{Ready: 2}, "the delay passed")
 	fetchPayloads(t, q, mq.DequeueOptions{}, "the delayed keyed message is visible after its delay", "a1")
 	fetchPayloads(t, q, mq.DequeueOptions{}, "the delayed un-keyed message is visible after its delay", "u1")

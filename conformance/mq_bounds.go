@@ -170,21 +170,20 @@ func testDefaultMaxBytesAndNegativeMeansNoBound(t *testing.T, e env) {
 }
 
 func testDequeueBatchesTakesUpToMaxBatchesOfDistinctKeys(t *testing.T, e env) {
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, kmsg("A", "a1"), msg("u1"), kmsg("B", "b1"), kmsg("A", "a2"), msg("u2"), kmsg("C", "c1"), kmsg("B", "b2"), kmsg("D", "d1"))
 	held := fetchPayloads(t, q, mq.DequeueOptions{}, "key A, oldest first", "a1", "a2")
 	bs := fetchBatches(t, q, mq.DequeueOptions{LockTimeout: long}, 3)
 	if got, want := batchPayloads(bs), "[u1] [b1,b2] [u2]"; got != want {
 		t.Fatalf("DequeueBatches(3) returned %s, want %s: up to 3 batches in eligibility order, each key once with its messages, the held key A left out", got, want)
 	}
-	before := time.Now()
+	clk.Advance(time.Second)
 	bs = fetchBatches(t, q, mq.DequeueOptions{LockTimeout: 10 * time.Second}, 10)
-	after := time.Now()
 	if got, want := batchPayloads(bs), "[c1] [d1]"; got != want {
 		t.Fatalf("DequeueBatches(10) returned %s, want %s: what is left", got, want)
 	}
 	for _, b := range bs {
-		within(t, b.LockedUntil, before.Add(10*time.Second), after.Add(10*time.Second), e.tol(), "LockedUntil of a batch of DequeueBatches")
+		wantTime(t, b.LockedUntil, clk.Now().Add(10*time.Second), "LockedUntil of a batch of DequeueBatches")
 	}
 	if bs := fetchBatches(t, q, mq.DequeueOptions{}, 10); len(bs) != 0 {
 		t.Fatalf("DequeueBatches returned %s although every message is locked", batchPayloads(bs))
@@ -224,16 +223,16 @@ func testDequeueBatchesWaitsAndWakesOnEnqueue(t *testing.T, e env) {
 	if took < wait*9/10 {
 		t.Fatalf("DequeueBatches with Wait %v on an empty queue returned after %v: it must wait", wait, took)
 	}
-	done := after(50*time.Millisecond, func() error { return q.Enqueue(t.Context(), msg("u1"), kmsg("A", "a1")) })
+	done := after(wakeLead, func() error { return q.Enqueue(t.Context(), msg("u1"), kmsg("A", "a1")) })
 	start = time.Now()
-	bs = fetchBatches(t, q, mq.DequeueOptions{Wait: 10 * e.wake()}, 4)
+	bs = fetchBatches(t, q, mq.DequeueOptions{Wait: 10 * wake}, 4)
 	took = time.Since(start)
 	wantNoErr(t, done, "Enqueue")
 	if len(bs) == 0 {
-		t.Fatalf("DequeueBatches with Wait returned nothing after %v although messages were enqueued after 50ms", took)
+		t.Fatalf("DequeueBatches with Wait returned nothing after %v although messages were enqueued after %v", took, wakeLead)
 	}
-	if took > e.wake() {
-		t.Fatalf("an Enqueue in the same process must wake a waiting DequeueBatches: it returned after %v, want under %v", took, e.wake())
+	if took > wake {
+		t.Fatalf("an Enqueue in the same process must wake a waiting DequeueBatches: it returned after %v, want under %v", took, wake)
 	}
 	if got, want := batchPayloads(bs), "[u1] [a1]"; got != want {
 		t.Fatalf("the waiting DequeueBatches returned %s, want %s: both messages came in one Enqueue", got, want)

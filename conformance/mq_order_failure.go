@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"testing"
-	"time"
 
 	"github.com/duroq/duroq/mq"
 )
@@ -21,23 +20,23 @@ var orderFailureCases = []mqCase{
 }
 
 func testAbandonWithDelayHoldsTheKeyUntilTheMessagesReturn(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, kmsg("K", "a"))
 	b := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key K", "a")
-	start := time.Now()
-	abandon(t, q, b, mq.AbandonOptions{Delay: e.lt()})
+	due := clk.Now().Add(lt)
+	abandon(t, q, b, mq.AbandonOptions{Delay: lt})
 	put(t, q, kmsg("K", "b"), kmsg("L", "l"), msg("u"))
 	l := fetchPayloads(t, q, mq.DequeueOptions{}, "a held key must not block the other keys", "l")
 	u := fetchPayloads(t, q, mq.DequeueOptions{}, "a held key must not block un-keyed messages", "u")
-	mustFetchNothingBefore(t, q, mq.DequeueOptions{}, start.Add(e.lt()),
+	clk.justBefore(due)
+	mustFetchNothing(t, q, mq.DequeueOptions{},
 		"b, enqueued after a was abandoned with a Delay, must not be delivered before a is visible again")
 	if st, err := q.KeyStats(t.Context(), qn, "K"); err != nil {
 		t.Fatalf("KeyStats(K) failed: %v", err)
-	} else if time.Now().Before(start.Add(e.lt())) && (st.Ready != 1 || st.Delayed != 1 || st.Locked != 0) {
+	} else if st.Ready != 1 || st.Delayed != 1 || st.Locked != 0 {
 		t.Fatalf("KeyStats(K) = %+v while a waits for its Delay, want b ready (its key is held) and a delayed", st)
 	}
-	sleepUntil(start.Add(e.lapse()))
+	clk.past(due)
 	got := fetchPayloads(t, q, mq.DequeueOptions{}, "once a is visible again the key's batch starts with a, then b", "a", "b")
 	wantAttempts(t, got, "a's failed attempt counts, b was never fetched", 2, 1)
 	for _, b := range []*mq.Batch{got, l, u} {
@@ -65,24 +64,24 @@ func testAbandonWithDelayKillsTheToken(t *testing.T, e env) {
 }
 
 func testSettleWithDelayHoldsTheKeyBehindTheReleasedRest(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, kmsg("K", "a1"), kmsg("K", "a2"), kmsg("K", "a3"), kmsg("K", "a4"))
 	b := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key K", "a1", "a2", "a3", "a4")
-	start := time.Now()
+	due := clk.Now().Add(lt)
 	settle(t, q, mq.Settlement{Token: b.Token, Acked: 1, DeadLettered: 1, DeadLetterQueue: "dlq", Tried: 1,
-		Reason: "a2 is poison, a3 failed", Delay: e.lt()})
+		Reason: "a2 is poison, a3 failed", Delay: lt})
 	put(t, q, kmsg("K", "a5"))
 	d := fetchFrom(t, q, "dlq", mq.DequeueOptions{})
 	if d == nil {
 		t.Fatal("the dead letter a2 must be visible in the dead-letter queue at once")
 	}
 	wantPayloads(t, d, "the dead-letter queue holds exactly the dead-lettered message", "a2")
-	mustFetchNothingBefore(t, q, mq.DequeueOptions{}, start.Add(e.lt()),
+	clk.justBefore(due)
+	mustFetchNothing(t, q, mq.DequeueOptions{},
 		"a5, enqueued after the settlement released a3 and a4 with a Delay, must not be delivered before them")
 	wantLockLost(t, q.Settle(t.Context(), mq.Settlement{Token: b.Token, Acked: 2}), "settle",
 		"a Settle with the token of a batch already settled")
-	sleepUntil(start.Add(e.lapse()))
+	clk.past(due)
 	got := fetchPayloads(t, q, mq.DequeueOptions{}, "the released messages come back first, in order, then a5", "a3", "a4", "a5")
 	wantAttempts(t, got, "a3 was tried, a4 was not, a5 never fetched", 2, 1, 1)
 }
@@ -119,14 +118,14 @@ func testKeyIsReleasedAtOnceWithoutDelayOrWhenNothingIsReleased(t *testing.T, e 
 }
 
 func testLapsedBatchKeepsItsMessagesAheadOfLaterOnes(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, kmsg("K", "a1"), kmsg("K", "a2"))
-	start := time.Now()
-	old := fetchPayloads(t, q, e.short(), "key K", "a1", "a2")
+	old := fetchPayloads(t, q, short, "key K", "a1", "a2")
+	clk.Advance(lt / 2)
 	put(t, q, kmsg("K", "a3"))
-	mustFetchNothingBefore(t, q, mq.DequeueOptions{}, start.Add(e.lt()), "a3 waits while the batch of its key is held")
-	sleepUntil(start.Add(e.lapse()))
+	clk.justBefore(old.LockedUntil)
+	mustFetchNothing(t, q, mq.DequeueOptions{}, "a3 waits while the batch of its key is held")
+	clk.past(old.LockedUntil)
 	one := mq.DequeueOptions{MaxMessages: 1}
 	b := fetchPayloads(t, q, one, "after the lock lapsed, the oldest message of the key comes first, alone with MaxMessages 1", "a1")
 	wantAttempts(t, b, "the lapsed fetch counted", 2)
@@ -142,22 +141,25 @@ func testLapsedBatchKeepsItsMessagesAheadOfLaterOnes(t *testing.T, e env) {
 
 func testWaitingDequeueGetsTheHeldKeyWhenItsDelayEnds(t *testing.T, e env) {
 	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, kmsg("K", "a"))
 	b := fetchPayloads(t, q, mq.DequeueOptions{}, "key K", "a")
-	start := time.Now()
-	abandon(t, q, b, mq.AbandonOptions{Delay: e.lt()})
+	due := clk.Now().Add(lt)
+	abandon(t, q, b, mq.AbandonOptions{Delay: lt})
 	put(t, q, kmsg("K", "b"))
-	got := fetch(t, q, mq.DequeueOptions{Wait: 10 * e.wake()})
-	took := time.Since(start)
+	clk.justBefore(due)
+	mustFetchNothing(t, q, mq.DequeueOptions{}, "key K is held until a's Delay ends")
+	moved := pastAfter(wakeLead, clk, due)
+	got, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * wake})
 	if got == nil {
-		t.Fatalf("a waiting DequeueBatch returned nothing after %v although key K was free again after %v", took, e.lt())
+		t.Fatalf("a waiting DequeueBatch returned nothing after %v although the clock passed the end of key K's Delay after %v", took, wakeLead)
+	}
+	if !moved.Load() {
+		t.Fatalf("the waiting DequeueBatch returned %s before the clock reached the end of the Delay", describe(got))
 	}
 	wantPayloads(t, got, "the waiting consumer gets the key once its Delay ended, a first", "a", "b")
-	if took < e.lt()-10*time.Millisecond { // a backend may round times to milliseconds
-		t.Fatalf("the held key was delivered %v after the Abandon, before its Delay %v passed", took, e.lt())
-	}
-	if took > e.lt()+e.wake() {
-		t.Errorf("the waiting DequeueBatch returned %v after the Abandon, want within %v of the Delay %v", took, e.wake(), e.lt())
+	if took > wake {
+		t.Errorf("the waiting DequeueBatch returned %v after it started, %v after the clock passed the end of the Delay; want within %v",
+			took, took-wakeLead, wake)
 	}
 }

@@ -142,26 +142,25 @@ func testSessionOtherOwnerStillGetsSessionlessMessages(t *testing.T, e env) {
 }
 
 func testSessionClaimableByAnotherOwnerAfterLeaseLapses(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("s1", "s1-1"))
-	start := time.Now()
-	ack(t, q, mustFetch(t, q, withSession(ownerA, e.lt()), "s1"))
+	lease := clk.Now().Add(lt)
+	ack(t, q, mustFetch(t, q, withSession(ownerA, lt), "s1"))
 	put(t, q, smsg("s1", "s1-2"))
-	mustFetchNothingBefore(t, q, as(ownerB), start.Add(e.lt()), "owner-b must not receive a message of session s1 while owner-a's lease is live")
-	sleepUntil(start.Add(e.lapse()))
+	clk.justBefore(lease)
+	mustFetchNothing(t, q, as(ownerB), "owner-b must not receive a message of session s1 while owner-a's lease is live")
+	clk.past(lease)
 	wantSession(t, mustFetch(t, q, as(ownerB), "lapsed session"), "s1", "s1-2", "after owner-a's lease lapsed, owner-b can claim session s1")
 	put(t, q, smsg("s1", "s1-3"))
 	mustFetchNothing(t, q, as(ownerA), "owner-b now holds session s1 with a long lease; owner-a must not receive its messages")
 }
 
 func testSessionOriginalOwnerReclaimsAfterLeaseLapses(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("s1", "s1-1"))
-	start := time.Now()
-	ack(t, q, mustFetch(t, q, withSession(ownerA, e.lt()), "s1"))
-	sleepUntil(start.Add(e.lapse()))
+	lease := clk.Now().Add(lt)
+	ack(t, q, mustFetch(t, q, withSession(ownerA, lt), "s1"))
+	clk.past(lease)
 	put(t, q, smsg("s1", "s1-2"))
 	wantSession(t, mustFetch(t, q, as(ownerA), "lapsed session"), "s1", "s1-2", "the original owner can re-claim its lapsed session")
 	put(t, q, smsg("s1", "s1-3"))
@@ -254,13 +253,17 @@ func testSessionRenewCountsLiveLeasesOfListedOwners(t *testing.T, e env) {
 }
 
 func testSessionRenewSkipsIdleSessions(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("s1", "1"))
 	ack(t, q, mustFetch(t, q, as(ownerA), "s1"))
-	time.Sleep(e.lapse())
-	if n := renewSessions(t, q, []string{ownerA}, long, e.lt()); n != 0 {
-		t.Fatalf("RenewSessions(idle %v) = %d, want 0: the session saw no activity for longer than idle", e.lt(), n)
+	active := clk.Now()
+	clk.justBefore(active.Add(lt))
+	if n := renewSessions(t, q, []string{ownerA}, long, lt); n != 1 {
+		t.Fatalf("RenewSessions(idle %v) = %d, want 1: the session's last activity is within idle", lt, n)
+	}
+	clk.past(active.Add(lt))
+	if n := renewSessions(t, q, []string{ownerA}, long, lt); n != 0 {
+		t.Fatalf("RenewSessions(idle %v) = %d, want 0: the session saw no activity for longer than idle (a renewal is no activity)", lt, n)
 	}
 	if n := renewSessions(t, q, []string{ownerA}, long, long); n != 1 {
 		t.Fatalf("RenewSessions(idle %v) = %d, want 1: the session's last activity is within idle", long, n)
@@ -268,12 +271,11 @@ func testSessionRenewSkipsIdleSessions(t *testing.T, e env) {
 }
 
 func testSessionRenewDoesNotResurrectLapsedLease(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("s1", "1"))
-	start := time.Now()
-	ack(t, q, mustFetch(t, q, withSession(ownerA, e.lt()), "s1"))
-	sleepUntil(start.Add(e.lapse()))
+	lease := clk.Now().Add(lt)
+	ack(t, q, mustFetch(t, q, withSession(ownerA, lt), "s1"))
+	clk.past(lease)
 	if n := renewSessions(t, q, []string{ownerA}, long, long); n != 0 {
 		t.Fatalf("RenewSessions after the lease lapsed = %d, want 0: a lapsed lease is not renewed", n)
 	}
@@ -282,66 +284,64 @@ func testSessionRenewDoesNotResurrectLapsedLease(t *testing.T, e env) {
 }
 
 func testSessionRenewExtendsOnlyListedOwnersLeases(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("s1", "s1-1"), smsg("s2", "s2-1"))
-	start := time.Now()
-	ack(t, q, mustFetch(t, q, withSession(ownerA, e.lt()), "s1"))
-	ack(t, q, mustFetch(t, q, withSession(ownerC, e.lt()), "s2"))
-	sleepUntil(start.Add(e.lt() / 2))
-	renewed := time.Now()
-	if n := renewSessions(t, q, []string{ownerA}, 4*e.lt(), long); n != 1 {
+	lease := clk.Now().Add(lt)
+	ack(t, q, mustFetch(t, q, withSession(ownerA, lt), "s1"))
+	ack(t, q, mustFetch(t, q, withSession(ownerC, lt), "s2"))
+	clk.Advance(lt / 2)
+	renewed := clk.Now()
+	if n := renewSessions(t, q, []string{ownerA}, 4*lt, long); n != 1 {
 		t.Fatalf("RenewSessions(owner-a) = %d, want 1", n)
 	}
-	sleepUntil(start.Add(e.lapse()))
+	clk.past(lease)
 	put(t, q, smsg("s1", "s1-2"), smsg("s2", "s2-2"))
 	wantSession(t, mustFetch(t, q, as(ownerB), "s2"), "s2", "s2-2",
 		"owner-c was not listed, so its lease lapsed on time and owner-b can claim s2")
-	mustFetchNothingBefore(t, q, as(ownerB), renewed.Add(4*e.lt()),
+	clk.justBefore(renewed.Add(4 * lt))
+	mustFetchNothing(t, q, as(ownerB),
 		"owner-a's renewed lease must hold past its original timeout: owner-b must not receive a message of s1")
 	wantSession(t, mustFetch(t, q, as(ownerA), "s1"), "s1", "s1-2", "owner-a still holds s1")
 }
 
 func testSessionAckCountsAsActivity(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("active", "1"), smsg("idle", "2"))
 	b := mustFetch(t, q, as(ownerA), "session active")
 	ack(t, q, mustFetch(t, q, as(ownerA), "session idle"))
-	time.Sleep(e.lapse())
+	clk.past(clk.Now().Add(lt))
 	ack(t, q, b)
-	if n := renewSessions(t, q, []string{ownerA}, long, e.lt()); n != 1 {
+	if n := renewSessions(t, q, []string{ownerA}, long, lt); n != 1 {
 		t.Fatalf("RenewSessions(idle %v) = %d, want 1: the Ack just now is activity of session \"active\"; session \"idle\" saw none for longer than idle",
-			e.lt(), n)
+			lt, n)
 	}
 }
 
 func testSessionRenewOfMessageLockCountsAsActivity(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("active", "1"), smsg("idle", "2"))
 	b := mustFetch(t, q, as(ownerA), "session active")
 	ack(t, q, mustFetch(t, q, as(ownerA), "session idle"))
-	time.Sleep(e.lapse())
+	clk.past(clk.Now().Add(lt))
 	if _, err := q.Renew(t.Context(), b.Token, long); err != nil {
 		t.Fatalf("Renew of a live lock failed: %v", err)
 	}
-	if n := renewSessions(t, q, []string{ownerA}, long, e.lt()); n != 1 {
+	if n := renewSessions(t, q, []string{ownerA}, long, lt); n != 1 {
 		t.Fatalf("RenewSessions(idle %v) = %d, want 1: the Renew just now is activity of session \"active\"; session \"idle\" saw none for longer than idle",
-			e.lt(), n)
+			lt, n)
 	}
 }
 
 func testSessionCleanupForgetsLapsedIdleSessions(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("s1", "1"))
-	start := time.Now()
-	ack(t, q, mustFetch(t, q, withSession(ownerA, e.lt()), "s1"))
-	if n := cleanupSessions(t, q); n != 0 && time.Now().Before(start.Add(e.lt())) {
+	lease := clk.Now().Add(lt)
+	ack(t, q, mustFetch(t, q, withSession(ownerA, lt), "s1"))
+	clk.justBefore(lease)
+	if n := cleanupSessions(t, q); n != 0 {
 		t.Fatalf("CleanupSessions = %d while the lease is live, want 0", n)
 	}
-	sleepUntil(start.Add(e.lapse()))
+	clk.past(lease)
 	if n := cleanupSessions(t, q); n != 1 {
 		t.Fatalf("CleanupSessions = %d, want 1: session s1's lease lapsed and it has no pending message", n)
 	}
@@ -357,18 +357,17 @@ func testSessionCleanupForgetsLapsedIdleSessions(t *testing.T, e env) {
 }
 
 func testSessionCleanupKeepsSessionsWithPendingMessages(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("locked", "l-1"), smsg("queued", "q-1"), smsg("queued", "q-2"))
-	opts := withSession(ownerA, e.lt())
+	opts := withSession(ownerA, lt)
 	opts.LockTimeout = long
-	start := time.Now()
+	lease := clk.Now().Add(lt)
 	held := mustFetch(t, q, opts, "session locked")
 	wantSession(t, held, "locked", "l-1", "owner-a claims session \"locked\" and keeps its message locked")
 	b := mustFetch(t, q, opts, "session queued")
 	wantSession(t, b, "queued", "q-1", "owner-a claims session \"queued\"")
 	ack(t, q, b)
-	sleepUntil(start.Add(e.lapse()))
+	clk.past(lease)
 	if n := cleanupSessions(t, q); n != 0 {
 		t.Fatalf("CleanupSessions = %d, want 0: both lapsed sessions still have a pending message (one locked, one queued)", n)
 	}
@@ -411,14 +410,14 @@ func testSessionAbandonedMessageIsRetriedByOwner(t *testing.T, e env) {
 }
 
 func testSessionMessageLockLapseRedeliversToOwner(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("s1", "1"))
 	opts := as(ownerA)
-	opts.LockTimeout = e.lt()
-	start := time.Now()
-	mustFetch(t, q, opts, "s1")
-	sleepUntil(start.Add(e.lapse()))
+	opts.LockTimeout = lt
+	b := mustFetch(t, q, opts, "s1")
+	clk.justBefore(b.LockedUntil)
+	mustFetchNothing(t, q, as(ownerA), "the message lock holds until its LockedUntil, also for the session's owner")
+	clk.past(b.LockedUntil)
 	mustFetchNothing(t, q, as(ownerB), "the message lock lapsed but owner-a's lease is live: owner-b must not receive the message")
 	r := mustFetch(t, q, as(ownerA), "s1")
 	wantSession(t, r, "s1", "1", "the owner gets the message whose lock lapsed")
@@ -426,14 +425,13 @@ func testSessionMessageLockLapseRedeliversToOwner(t *testing.T, e env) {
 }
 
 func testSessionAckSucceedsAfterLeaseLapses(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("s1", "1"))
-	opts := withSession(ownerA, e.lt())
+	opts := withSession(ownerA, lt)
 	opts.LockTimeout = long
-	start := time.Now()
+	lease := clk.Now().Add(lt)
 	b := mustFetch(t, q, opts, "s1")
-	sleepUntil(start.Add(e.lapse()))
+	clk.past(lease)
 	if err := q.Ack(t.Context(), b.Token); err != nil {
 		t.Fatalf("Ack with a live message lock failed after the session lease lapsed: %v; message locks and session leases are independent", err)
 	}
@@ -441,14 +439,13 @@ func testSessionAckSucceedsAfterLeaseLapses(t *testing.T, e env) {
 }
 
 func testSessionNewOwnerTakesOverAfterLeaseLapses(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("s1", "1"))
-	opts := withSession(ownerA, e.lt())
+	opts := withSession(ownerA, lt)
 	opts.LockTimeout = long
-	start := time.Now()
+	lease := clk.Now().Add(lt)
 	b := mustFetch(t, q, opts, "s1")
-	sleepUntil(start.Add(e.lapse()))
+	clk.past(lease)
 	put(t, q, smsg("s1", "2"))
 	wantSession(t, mustFetch(t, q, as(ownerB), "s1"), "s1", "2", "after owner-a's lease lapsed, owner-b claims s1 with its new message")
 	abandon(t, q, b, mq.AbandonOptions{})
@@ -459,15 +456,14 @@ func testSessionNewOwnerTakesOverAfterLeaseLapses(t *testing.T, e env) {
 }
 
 func testSessionBothLocksLapseAnotherOwnerGetsRedelivery(t *testing.T, e env) {
-	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, smsg("s1", "1"))
-	opts := withSession(ownerA, e.lt())
-	opts.LockTimeout = e.lt()
-	start := time.Now()
-	mustFetch(t, q, opts, "s1")
-	mustFetchNothingBefore(t, q, as(ownerB), start.Add(e.lt()), "owner-b must not receive a message of owner-a's session")
-	sleepUntil(start.Add(e.lapse()))
+	opts := withSession(ownerA, lt)
+	opts.LockTimeout = lt
+	b := mustFetch(t, q, opts, "s1")
+	clk.justBefore(b.LockedUntil)
+	mustFetchNothing(t, q, as(ownerB), "owner-b must not receive a message of owner-a's session")
+	clk.past(b.LockedUntil)
 	r := mustFetch(t, q, as(ownerB), "s1")
 	wantSession(t, r, "s1", "1", "after the lock and the lease lapsed, another owner gets the message")
 	wantAttempts(t, r, "second fetch", 2)

@@ -3,13 +3,18 @@ package conformance
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/duroq/duroq/mq"
 )
 
-// waitCases: long polling with DequeueOptions.Wait.
+// waitCases: long polling with DequeueOptions.Wait. A long poll waits on real timers
+// and on wake-ups, so these cases take real time (they run in parallel): each makes
+// its event (an Enqueue, an Ack, the clock passing the end of a delay or a lock)
+// happen wakeLead after the waiting DequeueBatch started, and wants the call to return
+// within wake.
 var waitCases = []mqCase{
 	{"WaitOnEmptyQueueReturnsNothingAfterWait", testWaitOnEmptyQueueReturnsNothingAfterWait},
 	{"WaitWakesOnEnqueue", testWaitWakesOnEnqueue},
@@ -24,9 +29,14 @@ var waitCases = []mqCase{
 }
 
 // wake is how soon after an in-process event a waiting DequeueBatch must return.
-func (e env) wake() time.Duration { return max(time.Second, 2*e.lt()) }
+const wake = time.Second
 
-// after runs fn in a goroutine after d and reports its error on the returned channel.
+// wakeLead is how long after a waiting DequeueBatch starts a case makes its event
+// happen, so that the call is waiting by then.
+const wakeLead = 50 * time.Millisecond
+
+// after runs fn in a goroutine after d of real time (while the case waits in a
+// DequeueBatch) and reports its error on the returned channel.
 func after(d time.Duration, fn func() error) <-chan error {
 	ch := make(chan error, 1)
 	go func() {
@@ -34,6 +44,18 @@ func after(d time.Duration, fn func() error) <-chan error {
 		ch <- fn()
 	}()
 	return ch
+}
+
+// pastAfter moves clk past at (see mqClock.past) after d of real time, while the case
+// waits in a DequeueBatch. The returned flag is set just before the clock moves: a
+// batch that comes back while it is unset came before its time.
+func pastAfter(d time.Duration, clk mqClock, at time.Time) *atomic.Bool {
+	moving := new(atomic.Bool)
+	time.AfterFunc(d, func() {
+		moving.Store(true)
+		clk.past(at)
+	})
+	return moving
 }
 
 // waitFetch is DequeueBatch on qn that also reports how long it took.
@@ -62,7 +84,7 @@ func testWaitOnEmptyQueueReturnsNothingAfterWait(t *testing.T, e env) {
 	if took < wait*9/10 {
 		t.Fatalf("DequeueBatch with Wait %v on an empty queue returned after %v: it must wait for Wait", wait, took)
 	}
-	if slack := max(300*time.Millisecond, e.lt()); took > wait+slack {
+	if slack := 300 * time.Millisecond; took > wait+slack {
 		t.Fatalf("DequeueBatch with Wait %v on an empty queue returned after %v, more than %v late", wait, took, slack)
 	}
 }
@@ -70,45 +92,59 @@ func testWaitOnEmptyQueueReturnsNothingAfterWait(t *testing.T, e env) {
 func testWaitWakesOnEnqueue(t *testing.T, e env) {
 	t.Parallel()
 	q := e.open(t)
-	done := after(50*time.Millisecond, func() error { return q.Enqueue(t.Context(), msg("u1")) })
+	done := after(wakeLead, func() error { return q.Enqueue(t.Context(), msg("u1")) })
 	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 5 * time.Second})
 	wantNoErr(t, done, "Enqueue")
 	if b == nil {
-		t.Fatalf("DequeueBatch with Wait 5s returned nothing after %v although a message was enqueued after 50ms", took)
+		t.Fatalf("DequeueBatch with Wait 5s returned nothing after %v although a message was enqueued after %v", took, wakeLead)
 	}
 	wantPayloads(t, b, "the message enqueued during the Wait", "u1")
-	if took > e.wake() {
-		t.Fatalf("an Enqueue in the same process must wake a waiting DequeueBatch: it returned after %v, want under %v", took, e.wake())
+	if took > wake {
+		t.Fatalf("an Enqueue in the same process must wake a waiting DequeueBatch: it returned after %v, want under %v", took, wake)
 	}
 }
 
 func testWaitReturnsDelayedMessageWhenDue(t *testing.T, e env) {
 	t.Parallel()
-	q := e.open(t)
-	start := time.Now()
-	put(t, q, mq.Message{Queue: qn, Payload: []byte("d1"), Delay: e.lt()})
-	b := fetch(t, q, mq.DequeueOptions{Wait: 10 * e.lt()})
-	took := time.Since(start)
+	q, clk := e.openClock(t)
+	due := clk.Now().Add(lt)
+	put(t, q, mq.Message{Queue: qn, Payload: []byte("d1"), Delay: lt})
+	clk.justBefore(due)
+	moved := pastAfter(wakeLead, clk, due)
+	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * wake})
 	if b == nil {
-		t.Fatalf("a message that became visible during the Wait was not returned (waited %v)", took)
+		t.Fatalf("a message that became visible during the Wait was not returned (waited %v; the clock passed its Delay after %v)", took, wakeLead)
+	}
+	if !moved.Load() {
+		t.Fatalf("the waiting DequeueBatch returned %s before the clock reached the end of its Delay", describe(b))
 	}
 	wantPayloads(t, b, "the delayed message", "d1")
-	if took < e.lt()-10*time.Millisecond { // a backend may round times to milliseconds
-		t.Fatalf("the delayed message was returned %v after its enqueue, before its Delay %v passed", took, e.lt())
+	if took > wake {
+		t.Errorf("a delayed message that becomes visible must wake a waiting DequeueBatch: it returned after %v, the clock passed its Delay after %v; want within %v",
+			took, wakeLead, wake)
 	}
 }
 
 func testWaitReturnsMessageWhoseLockLapses(t *testing.T, e env) {
 	t.Parallel()
-	q := e.open(t)
+	q, clk := e.openClock(t)
 	put(t, q, msg("u1"))
-	mustFetch(t, q, e.short(), "u1")
-	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * e.lt()})
+	held := mustFetch(t, q, short, "u1")
+	clk.justBefore(held.LockedUntil)
+	moved := pastAfter(wakeLead, clk, held.LockedUntil)
+	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * wake})
 	if b == nil {
-		t.Fatalf("a message whose lock lapsed during the Wait was not returned (waited %v)", took)
+		t.Fatalf("a message whose lock lapsed during the Wait was not returned (waited %v; the clock passed the lock after %v)", took, wakeLead)
+	}
+	if !moved.Load() {
+		t.Fatalf("the waiting DequeueBatch returned %s before the clock reached the end of its lock", describe(b))
 	}
 	wantPayloads(t, b, "the message whose lock lapsed", "u1")
 	wantAttempts(t, b, "second fetch", 2)
+	if took > wake {
+		t.Errorf("a message whose lock lapses becomes visible and must wake a waiting DequeueBatch: it returned after %v, the clock passed the lock after %v; want within %v",
+			took, wakeLead, wake)
+	}
 }
 
 func testWaitReturnsMessagesReleasedByAck(t *testing.T, e env) {
@@ -117,14 +153,14 @@ func testWaitReturnsMessagesReleasedByAck(t *testing.T, e env) {
 	put(t, q, kmsg("A", "a1"))
 	held := mustFetch(t, q, mq.DequeueOptions{}, "key A")
 	put(t, q, kmsg("A", "a2"))
-	done := after(50*time.Millisecond, func() error { return q.Ack(t.Context(), held.Token) })
-	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * e.wake()})
+	done := after(wakeLead, func() error { return q.Ack(t.Context(), held.Token) })
+	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * wake})
 	wantNoErr(t, done, "Ack")
 	if b == nil {
 		t.Fatalf("a message that became eligible when its key's lock was acked during the Wait was not returned (waited %v)", took)
 	}
-	if took > e.wake() {
-		t.Errorf("the Ack that released key A woke the waiting DequeueBatch only after %v (want within %v)", took, e.wake())
+	if took > wake {
+		t.Errorf("the Ack that released key A woke the waiting DequeueBatch only after %v (want within %v)", took, wake)
 	}
 	wantPayloads(t, b, "the message of the key released by the Ack", "a2")
 }
@@ -134,13 +170,16 @@ func testWaitReturnsMessagesReleasedByAbandon(t *testing.T, e env) {
 	q := e.open(t)
 	put(t, q, msg("u1"))
 	held := mustFetch(t, q, mq.DequeueOptions{}, "u1")
-	done := after(50*time.Millisecond, func() error { return q.Abandon(t.Context(), held.Token, mq.AbandonOptions{}) })
-	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * e.lt()})
+	done := after(wakeLead, func() error { return q.Abandon(t.Context(), held.Token, mq.AbandonOptions{}) })
+	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * wake})
 	wantNoErr(t, done, "Abandon")
 	if b == nil {
 		t.Fatalf("a message abandoned during the Wait was not returned (waited %v)", took)
 	}
 	wantPayloads(t, b, "the abandoned message", "u1")
+	if took > wake {
+		t.Errorf("the Abandon that released u1 woke the waiting DequeueBatch only after %v (want within %v)", took, wake)
+	}
 }
 
 func testWaitIgnoresIneligibleArrivals(t *testing.T, e env) {
@@ -148,17 +187,24 @@ func testWaitIgnoresIneligibleArrivals(t *testing.T, e env) {
 	q := e.open(t)
 	put(t, q, kmsg("A", "a1"))
 	mustFetch(t, q, mq.DequeueOptions{LockTimeout: long}, "key A")
-	done := after(50*time.Millisecond, func() error {
-		return q.Enqueue(t.Context(), tmsg("gpu", "g1"), kmsg("A", "a2"), mq.Message{Queue: "other", Payload: []byte("o1")})
+	var arrived time.Time // when the Enqueue returned; read after done delivered its error
+	done := after(wakeLead, func() error {
+		err := q.Enqueue(t.Context(), tmsg("gpu", "g1"), kmsg("A", "a2"), mq.Message{Queue: "other", Payload: []byte("o1")})
+		arrived = time.Now()
+		return err
 	})
-	wait := 3 * e.lt()
+	wait := 600 * time.Millisecond
 	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: wait, Tags: mq.DefaultOnly()})
+	ended := time.Now()
 	wantNoErr(t, done, "Enqueue")
 	if b != nil {
 		t.Fatalf("a waiting DefaultOnly consumer received %s: a gpu message, a message of a locked key and a message of another queue are not eligible", describe(b))
 	}
 	if took < wait*9/10 {
 		t.Fatalf("DequeueBatch with Wait %v returned nothing after only %v: an ineligible arrival must not end the Wait", wait, took)
+	}
+	if !arrived.Before(ended) {
+		inconclusive(t, "the ineligible messages arrived after the Wait had ended")
 	}
 }
 
@@ -167,14 +213,14 @@ func testWaitEndsWhenContextIsCanceled(t *testing.T, e env) {
 	q := e.open(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	time.AfterFunc(50*time.Millisecond, cancel)
+	time.AfterFunc(wakeLead, cancel)
 	start := time.Now()
 	b, err := q.DequeueBatch(ctx, qn, mq.DequeueOptions{Wait: 5 * time.Second})
 	took := time.Since(start)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("DequeueBatch whose context was canceled during the Wait returned %s, %v; want context.Canceled", describe(b), err)
 	}
-	if took > e.wake() {
+	if took > wake {
 		t.Fatalf("canceling the context must end the Wait promptly: it returned after %v", took)
 	}
 }
@@ -190,7 +236,7 @@ func testWaitEndsAtContextDeadline(t *testing.T, e env) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("DequeueBatch whose context deadline passed during the Wait returned %s, %v; want context.DeadlineExceeded", describe(b), err)
 	}
-	if took > e.wake() {
+	if took > wake {
 		t.Fatalf("the context deadline must end the Wait promptly: it returned after %v", took)
 	}
 }
@@ -198,14 +244,14 @@ func testWaitEndsAtContextDeadline(t *testing.T, e env) {
 func testWaitEndsWhenTheQueueIsClosed(t *testing.T, e env) {
 	t.Parallel()
 	q := e.open(t)
-	time.AfterFunc(50*time.Millisecond, func() { q.Close() })
+	time.AfterFunc(wakeLead, func() { q.Close() })
 	start := time.Now()
-	b, err := q.DequeueBatch(t.Context(), qn, mq.DequeueOptions{Wait: 10 * e.wake()})
+	b, err := q.DequeueBatch(t.Context(), qn, mq.DequeueOptions{Wait: 10 * wake})
 	took := time.Since(start)
 	if !errors.Is(err, mq.ErrClosed) {
 		t.Fatalf("DequeueBatch waiting while the queue was closed returned %s, %v; want ErrClosed", describe(b), err)
 	}
-	if took > e.wake() {
+	if took > wake {
 		t.Fatalf("closing the queue must end a Wait promptly: it returned after %v", took)
 	}
 }

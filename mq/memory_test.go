@@ -2,6 +2,7 @@ package mq_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/conformance"
@@ -10,7 +11,9 @@ import (
 
 func TestMemoryConformance(t *testing.T) {
 	conformance.TestMessageQueue(t, conformance.QueueFactory{
-		New: func(t *testing.T) mq.MessageQueue { return mq.NewMemory(mq.MemoryOptions{}) },
+		New: func(t *testing.T, now func() time.Time) mq.MessageQueue {
+			return mq.NewMemory(mq.MemoryOptions{Now: now})
+		},
 	})
 }
 

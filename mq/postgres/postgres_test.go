@@ -38,8 +38,12 @@ func openOn(t testing.TB, dsn, schema string) *postgres.Queue {
 
 func TestConformance(t *testing.T) {
 	pgtest.DSN(t)
-	conformance.TestMessageQueue(t, conformance.QueueFactory{New: func(t *testing.T) mq.MessageQueue {
-		q, _, _ := openSchema(t)
+	conformance.TestMessageQueue(t, conformance.QueueFactory{New: func(t *testing.T, now func() time.Time) mq.MessageQueue {
+		dsn, schema := pgtest.Schema(t)
+		q, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}, Now: now})
+		if err != nil {
+			t.Fatalf("Open schema %s: %v", schema, err)
+		}
 		return q
 	}})
 }

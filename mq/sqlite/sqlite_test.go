@@ -31,16 +31,26 @@ func openQueue(t testing.TB, path string) *sqlite.Queue {
 	return q
 }
 
+// clockedQueue is a conformance factory: a queue on the database path gives, whose
+// clock is the suite's.
+func clockedQueue(path func(t *testing.T) string) func(t *testing.T, now func() time.Time) mq.MessageQueue {
+	return func(t *testing.T, now func() time.Time) mq.MessageQueue {
+		q, err := sqlite.Open(path(t), sqlite.Options{Now: now})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return q
+	}
+}
+
 func TestConformance(t *testing.T) {
-	conformance.TestMessageQueue(t, conformance.QueueFactory{New: func(t *testing.T) mq.MessageQueue {
-		return openQueue(t, filepath.Join(t.TempDir(), "queue.db"))
-	}})
+	conformance.TestMessageQueue(t, conformance.QueueFactory{New: clockedQueue(func(t *testing.T) string {
+		return filepath.Join(t.TempDir(), "queue.db")
+	})})
 }
 
 func TestConformanceInMemoryDatabase(t *testing.T) {
-	conformance.TestMessageQueue(t, conformance.QueueFactory{New: func(t *testing.T) mq.MessageQueue {
-		return openQueue(t, ":memory:")
-	}})
+	conformance.TestMessageQueue(t, conformance.QueueFactory{New: clockedQueue(func(*testing.T) string { return ":memory:" })})
 }
 
 func TestMessagesSurviveReopen(t *testing.T) {
