@@ -9,11 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/duroq/duroq/adapter"
-	"github.com/duroq/duroq/pgdb"
-	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime/runtimetest"
-	"github.com/duroq/duroq/sqliteprovider"
 )
 
 // listFlag is a flag that may be given several times.
@@ -70,17 +66,4 @@ func exportCmd(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(os.Stderr, "duroq: exported %d executions to %s\n", len(executions), *out)
 	return nil
-}
-
-// openExisting opens the provider at db, a PostgreSQL URL or the path of a SQLite
-// file, which must exist: a tool that reads must not create an empty database where
-// a path was mistyped.
-func openExisting(ctx context.Context, db, schema string) (*adapter.Provider, error) {
-	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
-		return pgprovider.Open(ctx, db, pgprovider.Options{DB: pgdb.Options{Schema: schema}})
-	}
-	if _, err := os.Stat(db); err != nil {
-		return nil, fmt.Errorf("no SQLite database at %s: %w", db, err)
-	}
-	return sqliteprovider.Open(db, sqliteprovider.Options{})
 }

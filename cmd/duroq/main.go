@@ -4,6 +4,7 @@
 //	duroq bench <seq|fanout|timers|events|queue> [-backend sqlite|sqlite-memory|postgres] [-n N] [-k K] ...
 //	duroq queue-demo [-db path] [-customers N] [-events N] [-workers N]
 //	duroq export -db <sqlite file | postgres://...> [-instance id]... [-orchestration name]... [-o file]
+//	duroq instances <list|show|history|tree|cancel|raise|enqueue|delete|prune|stats> -db <sqlite file | postgres://...> [-schema name] [-json] ...
 //
 // demo runs an order workflow on the durable-execution runtime over an embedded
 // SQLite file: every order reserves its items in parallel, charges a card, waits for
@@ -18,6 +19,13 @@
 // runtime/runtimetest's replayer: replaying them against changed code before
 // deploying it tells whether the change would break the instances already running.
 //
+// instances lets an operator see and fix the instances stored in a database, as
+// the runtime's management API (provider.ProviderAdmin) and Client allow: list them
+// a page at a time with filters, show one (status, output or failure, custom status,
+// executions), its history or its tree of sub-orchestrations; cancel it, raise an
+// event or queue a message for it, delete it or prune its old executions; count
+// what is stored. Tables are aligned for people; -json prints JSON for scripts.
+//
 // queue-demo shows per-customer ordered processing on an embedded SQLite queue: a
 // failed event is retried without being overtaken by the customer's later events, a
 // poison event is dead-lettered with its reason, then redriven and handled; it checks
@@ -25,6 +33,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -43,6 +52,8 @@ func main() {
 		err = queueDemo(os.Args[2:])
 	case "export":
 		err = exportCmd(os.Args[2:], os.Stdout)
+	case "instances":
+		err = instancesCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case benchProcessCmd: // a process of `duroq bench -processes`, not for people
 		err = benchProcess(os.Args[2:], os.Stdin, os.Stdout)
 	case "help", "-h", "--help":
@@ -50,6 +61,10 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "duroq: unknown command %q\n\n", os.Args[1])
 		usage()
+	}
+	if ce := (*cmdError)(nil); errors.As(err, &ce) {
+		fmt.Fprintln(os.Stderr, ce) // a complete message: "duroq instances show: ..."
+		os.Exit(exitCode(ce))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "duroq:", err)
@@ -64,6 +79,7 @@ commands:
   demo         run an order workflow (activities, timers, events, fan-out, sub-orchestrations) on embedded SQLite
   bench        measure a workload (seq, fanout, timers, events, queue) on a backend; see duroq bench -h
   queue-demo   run per-customer ordered processing on an embedded SQLite queue
-  export       write recorded execution histories as JSON for the replayer (runtime/runtimetest)`)
+  export       write recorded execution histories as JSON for the replayer (runtime/runtimetest)
+  instances    list, show, cancel, delete... the instances of a database; see duroq instances help`)
 	os.Exit(2)
 }

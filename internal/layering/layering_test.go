@@ -45,7 +45,7 @@ var allowed = map[string][]string{
 	"pgdb":           {"internal/pgsql", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
 	"sqliteprovider": {"adapter", "mq/sqlite", "eventstore/sqlite", "sqlitedb"},
 	"pgprovider":     {"adapter", "mq/postgres", "eventstore/postgres", "pgdb"},
-	"cmd/duroq":      {"adapter", "bench", "mq", "mq/sqlite", "runtime", "runtime/runtimetest", "sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "github.com/jackc/pgx/v5"},
+	"cmd/duroq":      {"adapter", "bench", "mq", "mq/sqlite", "runtime", "runtime/provider", "runtime/runtimetest", "sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "github.com/jackc/pgx/v5"},
 }
 
 func TestDependencyDirection(t *testing.T) {
