@@ -16,7 +16,7 @@
 //   - TestMessageQueue: the mq.MessageQueue contract (routing-key batches, locks,
 //     visibility, tags, sessions, key attributes, message keys, long polls,
 //     concurrency, bad input; order under failure, bounded batches, DequeueBatches,
-//     message-by-message Settle) and the mq.Admin contract (Peek, Redrive, Purge),
+//     message-by-message Settle) and the mq.Admin contract (Peek, Redrive, Purge, Queues),
 //     which every backend must implement. The suite owns the backend's clock: the
 //     factory gets now, and the backend must take every time from it (lock expiry
 //     and Renew, the visibility of delayed and abandoned messages, session leases

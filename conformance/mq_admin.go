@@ -9,7 +9,7 @@ import (
 	"github.com/duroq/duroq/mq"
 )
 
-// adminCases: mq.Admin, which every backend implements: Peek, Redrive and Purge.
+// adminCases: mq.Admin, which every backend implements: Peek, Redrive, Purge and Queues.
 var adminCases = []mqCase{
 	{"PeekPagesInIDOrderWithoutLocking", testPeekPagesInIDOrderWithoutLocking},
 	{"PeekFiltersByRoutingKey", testPeekFiltersByRoutingKey},
@@ -24,6 +24,7 @@ var adminCases = []mqCase{
 	{"RedriveRejectsInvalidInput", testRedriveRejectsInvalidInput},
 	{"PurgeDeletesAllByKeyOrByIDs", testPurgeDeletesAllByKeyOrByIDs},
 	{"PurgeOfALockedMessageLosesTheLock", testPurgeOfALockedMessageLosesTheLock},
+	{"QueuesListsEveryQueueWithItsStats", testQueuesListsEveryQueueWithItsStats},
 }
 
 // asAdmin returns q's mq.Admin; every backend of this module must implement it.
@@ -504,4 +505,41 @@ func testPurgeOfALockedMessageLosesTheLock(t *testing.T, e env) {
 	if slices.ContainsFunc(peek(t, a, qn, mq.PeekOptions{}), func(m mq.MessageInfo) bool { return string(m.Payload) == "l1" }) {
 		t.Fatal("the purged l1 is still stored")
 	}
+}
+
+// Queues lists the queues that hold messages, in name order, each with exactly the
+// Stats that Stats gives for it; a queue emptied by a purge is no longer listed.
+func testQueuesListsEveryQueueWithItsStats(t *testing.T, e env) {
+	q := e.open(t)
+	a := asAdmin(t, q)
+	list := func(rule string, want ...string) []mq.QueueStats {
+		t.Helper()
+		got, err := a.Queues(t.Context())
+		if err != nil {
+			t.Fatalf("Queues failed: %v", err)
+		}
+		var names []string
+		for _, qs := range got {
+			names = append(names, qs.Queue)
+			if st, err := q.Stats(t.Context(), qs.Queue); err != nil || st != qs.Stats {
+				t.Fatalf("Queues lists %q with %+v; Stats says %+v, %v", qs.Queue, qs.Stats, st, err)
+			}
+		}
+		if !equalStrings(names, want) {
+			t.Fatalf("%s: Queues lists %q, want %q", rule, names, want)
+		}
+		return got
+	}
+	list("an empty backend")
+	put(t, q, mq.Message{Queue: "b", Payload: []byte("1")}, mq.Message{Queue: "b", Payload: []byte("2")},
+		mq.Message{Queue: "a", Payload: []byte("later"), Delay: long}, mq.Message{Queue: "c", RoutingKey: "K", Payload: []byte("x")})
+	if b := fetchFrom(t, q, "c", mq.DequeueOptions{LockTimeout: long}); b == nil {
+		t.Fatal("c's message was not delivered")
+	}
+	got := list("three queues", "a", "b", "c")
+	if got[0].Delayed != 1 || got[1].Ready != 2 || got[2].Locked != 1 || got[2].MaxAttempt != 1 {
+		t.Fatalf("Queues = %+v; want a with 1 delayed, b with 2 ready, c with 1 locked after 1 attempt", got)
+	}
+	purge(t, a, "b", mq.PurgeOptions{}, 2, "Purge of b")
+	list("b was purged", "a", "c")
 }

@@ -860,6 +860,22 @@ func (s *Memory) KeyStats(ctx context.Context, queue, routingKey string) (st Sta
 	return st, err
 }
 
+// Queues implements Admin.
+func (s *Memory) Queues(ctx context.Context) (out []QueueStats, err error) {
+	err = s.run(ctx, "queues", func(*txn.MemoryTx) error {
+		now := s.now()
+		out = []QueueStats{}
+		for name, q := range s.queues {
+			if len(q.msgs) > 0 {
+				out = append(out, QueueStats{Queue: name, Stats: count(q.msgs, now)})
+			}
+		}
+		slices.SortFunc(out, func(a, b QueueStats) int { return strings.Compare(a.Queue, b.Queue) })
+		return nil
+	})
+	return out, err
+}
+
 func count(msgs map[int64]*memMsg, now time.Time) (st Stats) {
 	for _, m := range msgs {
 		st.MaxAttempt = max(st.MaxAttempt, m.attempts)

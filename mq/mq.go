@@ -422,4 +422,14 @@ type Admin interface {
 	// Purge deletes the messages of queue selected by opts, locked or not (holders of
 	// a lock that lost a message lose it as with Remove), and returns how many.
 	Purge(ctx context.Context, queue string, opts PurgeOptions) (int, error)
+	// Queues lists the queues that hold messages (dead-letter queues included), in
+	// name order, each with its Stats at one instant. It reads every stored message's
+	// state once: an operator's overview, not a hot path.
+	Queues(ctx context.Context) ([]QueueStats, error)
+}
+
+// QueueStats is one queue's counts, as Admin.Queues lists them.
+type QueueStats struct {
+	Queue string // the queue's name
+	Stats        // its counts, as MessageQueue.Stats gives them
 }

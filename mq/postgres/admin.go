@@ -423,27 +423,61 @@ func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string)
 		}
 		where, args = where+` AND routing_key = $3`, append(args, *routingKey)
 	}
-	var row struct {
-		Ready   int           `db:"ready"`
-		Locked  int           `db:"locked"`
-		Delayed int           `db:"delayed"`
-		Max     int           `db:"max_attempt"`
-		Next    sql.NullInt64 `db:"next_visible"`
-	}
+	var row statsRow
 	err = q.exec(ctx, op, func() error {
-		return q.db.GetContext(ctx, &row, `SELECT
-			count(*) FILTER (WHERE visible_at <= $2) AS ready,
-			count(*) FILTER (WHERE visible_at > $2 AND lock_token IS NOT NULL) AS locked,
-			count(*) FILTER (WHERE visible_at > $2 AND lock_token IS NULL) AS delayed,
-			coalesce(max(attempts), 0) AS max_attempt,
-			min(visible_at) FILTER (WHERE visible_at > $2 AND lock_token IS NULL) AS next_visible
-			FROM mq_messages WHERE `+where, args...)
+		return q.db.GetContext(ctx, &row, `SELECT `+statsColumns("$2")+` FROM mq_messages WHERE `+where, args...)
 	})
-	st = mq.Stats{Ready: row.Ready, Locked: row.Locked, Delayed: row.Delayed, MaxAttempt: row.Max}
-	if row.Next.Valid {
-		st.NextVisible = fromMicros(row.Next.Int64)
+	return row.stats(), err
+}
+
+// statsColumns counts messages by state as mq.Stats does; now is the parameter
+// that holds the time.
+func statsColumns(now string) string {
+	return strings.NewReplacer("$now", now).Replace(`count(*) FILTER (WHERE visible_at <= $now) AS ready,
+	count(*) FILTER (WHERE visible_at > $now AND lock_token IS NOT NULL) AS locked,
+	count(*) FILTER (WHERE visible_at > $now AND lock_token IS NULL) AS delayed,
+	coalesce(max(attempts), 0) AS max_attempt,
+	min(visible_at) FILTER (WHERE visible_at > $now AND lock_token IS NULL) AS next_visible`)
+}
+
+// statsRow is a row of statsColumns (and of the queue's name, for Queues).
+type statsRow struct {
+	Queue   string        `db:"queue"`
+	Ready   int           `db:"ready"`
+	Locked  int           `db:"locked"`
+	Delayed int           `db:"delayed"`
+	Max     int           `db:"max_attempt"`
+	Next    sql.NullInt64 `db:"next_visible"`
+}
+
+func (r statsRow) stats() mq.Stats {
+	st := mq.Stats{Ready: r.Ready, Locked: r.Locked, Delayed: r.Delayed, MaxAttempt: r.Max}
+	if r.Next.Valid {
+		st.NextVisible = fromMicros(r.Next.Int64)
 	}
-	return st, err
+	return st
+}
+
+// Queues implements mq.Admin: one grouped read of every message.
+func (q *Queue) Queues(ctx context.Context) ([]mq.QueueStats, error) {
+	const op = "queues"
+	if q.closed.Load() {
+		return nil, mq.Closed(op)
+	}
+	var rows []statsRow
+	err := q.exec(ctx, op, func() error {
+		rows = nil
+		return q.db.SelectContext(ctx, &rows, `SELECT queue, `+statsColumns("$1")+` FROM mq_messages
+			GROUP BY queue ORDER BY queue`, micros(q.now()))
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]mq.QueueStats, len(rows))
+	for i, r := range rows {
+		out[i] = mq.QueueStats{Queue: r.Queue, Stats: r.stats()}
+	}
+	return out, nil
 }
 
 // Close implements mq.MessageQueue: waiting long polls end with ErrClosed, the LISTEN

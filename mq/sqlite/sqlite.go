@@ -675,28 +675,54 @@ func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string)
 		where, args = where+` AND routing_key = ?`, append(args, *routingKey)
 	}
 	now := micros(q.now())
-	var st struct {
-		Ready   sql.NullInt64 `db:"ready"`
-		Locked  sql.NullInt64 `db:"locked"`
-		Delayed sql.NullInt64 `db:"delayed"`
-		Max     sql.NullInt64 `db:"max_attempt"`
-		Next    sql.NullInt64 `db:"next_visible"`
-	}
-	err := q.stmts.Get(ctx, q.db, &st, `SELECT
-		SUM(visible_at <= ?) AS ready,
-		SUM(visible_at > ? AND lock_token IS NOT NULL) AS locked,
-		SUM(visible_at > ? AND lock_token IS NULL) AS delayed,
-		MAX(attempts) AS max_attempt,
-		MIN(CASE WHEN visible_at > ? AND lock_token IS NULL THEN visible_at END) AS next_visible
-		FROM mq_messages`+where, append([]any{now, now, now, now}, args...)...)
-	if err != nil {
+	var row statsRow
+	if err := q.stmts.Get(ctx, q.db, &row, `SELECT `+statsColumns+` FROM mq_messages`+where, append([]any{now, now, now, now}, args...)...); err != nil {
 		return mq.Stats{}, wrap(op, err)
 	}
-	s := mq.Stats{Ready: int(st.Ready.Int64), Locked: int(st.Locked.Int64), Delayed: int(st.Delayed.Int64), MaxAttempt: int(st.Max.Int64)}
-	if st.Next.Valid {
-		s.NextVisible = fromMicros(st.Next.Int64)
+	return row.stats(), nil
+}
+
+// statsColumns count messages by state as mq.Stats does; its four parameters are now.
+const statsColumns = `SUM(visible_at <= ?) AS ready,
+	SUM(visible_at > ? AND lock_token IS NOT NULL) AS locked,
+	SUM(visible_at > ? AND lock_token IS NULL) AS delayed,
+	MAX(attempts) AS max_attempt,
+	MIN(CASE WHEN visible_at > ? AND lock_token IS NULL THEN visible_at END) AS next_visible`
+
+// statsRow is a row of statsColumns (and of the queue's name, for Queues).
+type statsRow struct {
+	Queue   string        `db:"queue"`
+	Ready   sql.NullInt64 `db:"ready"`
+	Locked  sql.NullInt64 `db:"locked"`
+	Delayed sql.NullInt64 `db:"delayed"`
+	Max     sql.NullInt64 `db:"max_attempt"`
+	Next    sql.NullInt64 `db:"next_visible"`
+}
+
+func (r statsRow) stats() mq.Stats {
+	s := mq.Stats{Ready: int(r.Ready.Int64), Locked: int(r.Locked.Int64), Delayed: int(r.Delayed.Int64), MaxAttempt: int(r.Max.Int64)}
+	if r.Next.Valid {
+		s.NextVisible = fromMicros(r.Next.Int64)
 	}
-	return s, nil
+	return s
+}
+
+// Queues implements mq.Admin: one grouped read of every message.
+func (q *Queue) Queues(ctx context.Context) ([]mq.QueueStats, error) {
+	const op = "queues"
+	if q.closed.Load() {
+		return nil, mq.Closed(op)
+	}
+	now := micros(q.now())
+	var rows []statsRow
+	if err := q.db.SelectContext(ctx, &rows, `SELECT queue, `+statsColumns+` FROM mq_messages GROUP BY queue ORDER BY queue`, now, now, now, now); err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]mq.QueueStats, len(rows))
+	for i, r := range rows {
+		out[i] = mq.QueueStats{Queue: r.Queue, Stats: r.stats()}
+	}
+	return out, nil
 }
 
 // Close implements mq.MessageQueue. It closes the database only if Open created it,
