@@ -233,7 +233,12 @@ func (p *Provider) applyTurns(ctx context.Context, tx turnTx, turns []*turnCommi
 		}
 		instance := locks[i].RoutingKey
 		if len(c.kv) == 0 {
-			bulk = append(bulk, eventstore.StreamCommit{Stream: instance, Events: c.events, Update: c.update})
+			if len(c.events) > 0 || c.update != (eventstore.StreamUpdate{Partition: c.execution}) {
+				// A turn that records and changes nothing (messages dropped for an
+				// ended execution) writes nothing: the instance's UpdatedAt stays
+				// when it last changed.
+				bulk = append(bulk, eventstore.StreamCommit{Stream: instance, Events: c.events, Update: c.update})
+			}
 			continue
 		}
 		// KV goes before a status that ends the execution, so the merge includes

@@ -38,6 +38,7 @@ func init() {
 		// duroq's own: paged listing for operators (issue 18).
 		{"ListInstancePagesThroughFilters", duroqOwn, testMgmtListInstancePages},
 		{"ListInstancePageRefusesBadQueries", duroqOwn, testMgmtListInstancePageBadQuery},
+		{"AckRecordingNothingLeavesUpdatedAt", duroqOwn, testMgmtAckRecordingNothing},
 	}})
 }
 
@@ -394,5 +395,28 @@ func testMgmtListInstancePageBadQuery(t *testing.T, e penv) {
 	}
 	if len(err.Error()) > 4096 {
 		t.Fatalf("the error of a 1 MiB prefix is %d bytes long; errors must not echo oversized input", len(err.Error()))
+	}
+}
+
+// testMgmtAckRecordingNothingLeavesUpdatedAt: a turn that records nothing (a late
+// timer or event dropped for an ended execution) is not a change of the instance, so
+// listing by UpdatedAt finds instances by when they last changed.
+func testMgmtAckRecordingNothing(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	md := metadata("TestOrch", "1.0.0")
+	md.Status, md.Output = ptr(provider.StatusCompleted), ptr("done")
+	mgmtStartTurn(t, p, "mgmt-quiet", []provider.Event{startedEvent(1, "TestOrch", "1.0.0", "{}"), mgmtCompleted(2)}, md)
+	before, err := a.GetInstanceInfo(t.Context(), "mgmt-quiet")
+	if err != nil {
+		t.Fatalf("GetInstanceInfo: %v", err)
+	}
+	mgmtPokeTurn(t, p, "mgmt-quiet", "late", nil, provider.ExecutionMetadata{})
+	after, err := a.GetInstanceInfo(t.Context(), "mgmt-quiet")
+	if err != nil {
+		t.Fatalf("GetInstanceInfo after the empty turn: %v", err)
+	}
+	if !after.UpdatedAt.Equal(before.UpdatedAt) || after.Status != provider.StatusCompleted {
+		t.Fatalf("an ack that recorded nothing changed the instance: UpdatedAt %v -> %v, status %s", before.UpdatedAt, after.UpdatedAt, after.Status)
 	}
 }
