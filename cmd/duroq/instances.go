@@ -22,7 +22,15 @@ import (
 	"github.com/duroq/duroq/runtime/provider"
 )
 
-// instanceCommand is a subcommand of `duroq instances`.
+// commandGroup is a command made of subcommands, such as `duroq instances` or
+// `duroq queues`, that operate on an existing database.
+type commandGroup struct {
+	name     string // "instances": the command is `duroq <name>`
+	subject  string // what the first positional argument names, to say it is empty
+	commands []instanceCommand
+}
+
+// instanceCommand is a subcommand of `duroq instances` (or of another commandGroup).
 type instanceCommand struct {
 	name, args, help string // its name, its positional arguments and what it does
 	nargs            int    // how many positional arguments it takes
@@ -41,6 +49,8 @@ type session struct {
 	json  bool // print JSON instead of tables
 }
 
+var instancesGroup = &commandGroup{name: "instances", subject: "the instance id", commands: instanceCommands}
+
 var instanceCommands = []instanceCommand{
 	{"list", "", "list the instances, a page at a time (in id order)", 0, listFlags},
 	{"show", "<id>", "describe an instance: status, output or failure, custom status, executions", 1, noFlags(show)},
@@ -54,7 +64,7 @@ var instanceCommands = []instanceCommand{
 	{"stats", "", "count the stored instances, executions, events and queued messages", 0, noFlags(stats)},
 }
 
-// cmdError is a failed `duroq instances` subcommand: its message is complete
+// cmdError is a failed subcommand of a commandGroup: its message is complete
 // ("duroq instances show: ..."); a usage error exits with status 2.
 type cmdError struct {
 	msg   string
@@ -79,34 +89,39 @@ func (e usageError) Error() string { return string(e) }
 // instancesCmd runs `duroq instances <subcommand> [flags] [args]`, writing results
 // to stdout and usage to stderr.
 func instancesCmd(args []string, stdout, stderr io.Writer) error {
+	return instancesGroup.run(args, stdout, stderr)
+}
+
+// run runs `duroq <g.name> <subcommand> [flags] [args]`.
+func (g *commandGroup) run(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-		instancesUsage(stderr)
+		g.usage(stderr)
 		return nil
 	}
 	if len(args) == 0 {
-		instancesUsage(stderr)
-		return &cmdError{msg: "duroq instances: a subcommand is required", usage: true}
+		g.usage(stderr)
+		return &cmdError{msg: "duroq " + g.name + ": a subcommand is required", usage: true}
 	}
-	i := slices.IndexFunc(instanceCommands, func(c instanceCommand) bool { return c.name == args[0] })
+	i := slices.IndexFunc(g.commands, func(c instanceCommand) bool { return c.name == args[0] })
 	if i < 0 {
-		instancesUsage(stderr)
-		return &cmdError{msg: fmt.Sprintf("duroq instances: unknown subcommand %q", clip(args[0])), usage: true}
+		g.usage(stderr)
+		return &cmdError{msg: fmt.Sprintf("duroq %s: unknown subcommand %q", g.name, clip(args[0])), usage: true}
 	}
-	return instanceCommands[i].exec(args[1:], stdout, stderr)
+	return g.exec(g.commands[i], args[1:], stdout, stderr)
 }
 
-func instancesUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: duroq instances <subcommand> -db <sqlite file | postgres://...> [-schema name] [-json] [flags] [args]\n\nsubcommands:")
+func (g *commandGroup) usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: duroq %s <subcommand> -db <sqlite file | postgres://...> [-schema name] [-json] [flags] [args]\n\nsubcommands:\n", g.name)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, c := range instanceCommands {
+	for _, c := range g.commands {
 		fmt.Fprintf(tw, "  %s %s\t%s\n", c.name, c.args, c.help)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\nflags may come before or after the arguments; duroq instances <subcommand> -h lists them")
+	fmt.Fprintf(w, "\nflags may come before or after the arguments; duroq %s <subcommand> -h lists them\n", g.name)
 }
 
-func (c instanceCommand) exec(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("duroq instances "+c.name, flag.ContinueOnError)
+func (g *commandGroup) exec(c instanceCommand, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("duroq "+g.name+" "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the error is reported once, bounded, below
 	db := fs.String("db", "", "the database: a SQLite file, or a PostgreSQL URL (postgres://...)")
 	schema := fs.String("schema", "public", "PostgreSQL schema holding duroq's tables")
@@ -115,12 +130,12 @@ func (c instanceCommand) exec(args []string, stdout, stderr io.Writer) error {
 	pos, err := parseArgs(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		c.usage(fs, stderr)
+		g.cmdUsage(c, fs, stderr)
 		return nil
 	case err != nil:
 		err = usageError(err.Error())
 	default:
-		err = c.check(pos, *db)
+		err = g.check(c, pos, *db)
 	}
 	if err == nil {
 		ctx := context.Background()
@@ -139,31 +154,31 @@ func (c instanceCommand) exec(args []string, stdout, stderr io.Writer) error {
 			msg = strings.ReplaceAll(msg, a, clip(a))
 		}
 	}
-	ce := &cmdError{msg: "duroq instances " + c.name + ": " + truncate(msg, 1000)}
+	ce := &cmdError{msg: "duroq " + g.name + " " + c.name + ": " + truncate(msg, 1000)}
 	if ue := usageError(""); errors.As(err, &ue) {
 		ce.usage = true
-		c.usage(fs, stderr)
+		g.cmdUsage(c, fs, stderr)
 	}
 	return ce
 }
 
 // check checks the positional arguments and the database of a command line.
-func (c instanceCommand) check(pos []string, db string) error {
+func (g *commandGroup) check(c instanceCommand, pos []string, db string) error {
 	switch {
 	case len(pos) != c.nargs:
 		return usageError(fmt.Sprintf("takes %s; got %d arguments", cmp.Or(c.args, "no arguments"), len(pos)))
 	case db == "":
 		return usageError("-db is required")
 	case c.nargs > 0 && pos[0] == "":
-		return usageError("the instance id is empty")
+		return usageError(g.subject + " is empty")
 	case c.nargs > 1 && pos[1] == "":
 		return usageError("the name is empty")
 	}
 	return nil
 }
 
-func (c instanceCommand) usage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "usage: duroq instances %s %s -db <sqlite file | postgres://...> [-schema name] [-json] [flags]\n\n%s\n\n", c.name, c.args, c.help)
+func (g *commandGroup) cmdUsage(c instanceCommand, fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "usage: duroq %s %s %s -db <sqlite file | postgres://...> [-schema name] [-json] [flags]\n\n%s\n\n", g.name, c.name, c.args, c.help)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
@@ -290,21 +305,22 @@ func (s *session) list(ctx context.Context, q provider.InstanceQuery, all bool) 
 			return err
 		}
 		if !all || page.Next == "" {
-			return s.endList(page.Next)
+			return s.endList(page.Next, "instances follow: list")
 		}
 		q.After = page.Next
 	}
 }
 
-// endList ends a listing, telling the cursor of the next page when one follows.
-func (s *session) endList(next string) error {
+// endList ends a listing, telling the cursor of the next page when one follows
+// ("more <follow> the next page with -after <next>").
+func (s *session) endList(next, follow string) error {
 	if s.json {
 		b, _ := json.Marshal(next)
 		_, err := fmt.Fprintf(s.out, "],\"next\":%s}\n", b)
 		return err
 	}
 	if next != "" {
-		_, err := fmt.Fprintf(s.out, "more instances follow: list the next page with -after %s\n", shellQuote(next))
+		_, err := fmt.Fprintf(s.out, "more %s the next page with -after %s\n", follow, shellQuote(next))
 		return err
 	}
 	return nil

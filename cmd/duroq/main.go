@@ -5,6 +5,7 @@
 //	duroq queue-demo [-db path] [-customers N] [-events N] [-workers N]
 //	duroq export -db <sqlite file | postgres://...> [-instance id]... [-orchestration name]... [-o file]
 //	duroq instances <list|show|history|tree|cancel|raise|enqueue|delete|prune|stats> -db <sqlite file | postgres://...> [-schema name] [-json] ...
+//	duroq queues <list|stats|peek|dead-letters|redrive|purge> -db <sqlite file | postgres://...> [-schema name] [-json] ...
 //
 // demo runs an order workflow on the durable-execution runtime over an embedded
 // SQLite file: every order reserves its items in parallel, charges a card, waits for
@@ -25,6 +26,13 @@
 // executions), its history or its tree of sub-orchestrations; cancel it, raise an
 // event or queue a message for it, delete it or prune its old executions; count
 // what is stored. Tables are aligned for people; -json prints JSON for scripts.
+//
+// queues does the same for the messages of a database's queues (the runtime's
+// "orchestrator" and "worker", an application's queues and their dead-letter
+// queues), as mq.Admin allows: list the queues with their counts, count one queue
+// or routing key, peek at messages a page at a time without locking them, show a
+// dead-letter queue's origins and errors, redrive dead letters and purge messages
+// (which -yes must confirm).
 //
 // queue-demo shows per-customer ordered processing on an embedded SQLite queue: a
 // failed event is retried without being overtaken by the customer's later events, a
@@ -54,6 +62,8 @@ func main() {
 		err = exportCmd(os.Args[2:], os.Stdout)
 	case "instances":
 		err = instancesCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "queues":
+		err = queuesCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case benchProcessCmd: // a process of `duroq bench -processes`, not for people
 		err = benchProcess(os.Args[2:], os.Stdin, os.Stdout)
 	case "help", "-h", "--help":
@@ -80,6 +90,7 @@ commands:
   bench        measure a workload (seq, fanout, timers, events, queue) on a backend; see duroq bench -h
   queue-demo   run per-customer ordered processing on an embedded SQLite queue
   export       write recorded execution histories as JSON for the replayer (runtime/runtimetest)
-  instances    list, show, cancel, delete... the instances of a database; see duroq instances help`)
+  instances    list, show, cancel, delete... the instances of a database; see duroq instances help
+  queues       list, peek, redrive, purge... the queued messages of a database; see duroq queues help`)
 	os.Exit(2)
 }

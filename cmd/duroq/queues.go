@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/duroq/duroq/mq"
+)
+
+var queuesGroup = &commandGroup{name: "queues", subject: "the queue name", commands: []instanceCommand{
+	{"list", "", "list every queue that holds messages (dead-letter queues included) with its counts", 0, noFlags(listQueues)},
+	{"stats", "<queue>", "count the messages of a queue (or of one routing key)", 1, queueStatsFlags},
+	{"peek", "<queue>", "show a page of a queue's messages in id order, without locking them", 1, peekFlags(false)},
+	{"dead-letters", "<queue>", "peek at a dead-letter queue: origin, attempts, failure times and last error", 1, peekFlags(true)},
+	{"redrive", "<dead-letter-queue>", "move dead letters back to the queue each came from (or -to another)", 1, redriveFlags},
+	{"purge", "<queue>", "delete a queue's messages (or those of a key, or by id), locked or not; needs -yes", 1, purgeFlags},
+}}
+
+// queuesCmd runs `duroq queues <subcommand> [flags] [args]`, writing results to
+// stdout and usage to stderr.
+func queuesCmd(args []string, stdout, stderr io.Writer) error {
+	return queuesGroup.run(args, stdout, stderr)
+}
+
+// queueAdmin is the database's message queue, which must let operators peek,
+// redrive and purge.
+func (s *session) queueAdmin() (mq.Admin, error) {
+	a, ok := s.p.Queue().(mq.Admin)
+	if !ok {
+		return nil, fmt.Errorf("the %T queue does not support mq.Admin", s.p.Queue())
+	}
+	return a, nil
+}
+
+// keyFlag defines -key, the routing key a subcommand is restricted to.
+func keyFlag(fs *flag.FlagSet, what string) *string {
+	return fs.String("key", "", what+" only the messages of this routing key")
+}
+
+// idsFlag defines -id, repeatable, the message ids a subcommand is restricted to.
+func idsFlag(fs *flag.FlagSet, what string) *[]int64 {
+	var ids []int64
+	fs.Func("id", what+" only the message with this id (repeatable)", func(v string) error {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id < 1 {
+			return errors.New("want a message id (a positive integer)")
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	return &ids
+}
+
+// ---- list, stats ----
+
+// queueStatsJSON is a queue's counts as list and stats print them with -json.
+type queueStatsJSON struct {
+	Queue       string    `json:"queue"`
+	Key         string    `json:"key,omitempty"`
+	Ready       int       `json:"ready"`
+	Delayed     int       `json:"delayed"`
+	Locked      int       `json:"locked"`
+	MaxAttempt  int       `json:"max_attempt"`
+	NextVisible time.Time `json:"next_visible,omitzero"`
+}
+
+func queueStatsView(queue, key string, st mq.Stats) queueStatsJSON {
+	var next time.Time
+	if !st.NextVisible.IsZero() {
+		next = st.NextVisible.UTC()
+	}
+	return queueStatsJSON{queue, key, st.Ready, st.Delayed, st.Locked, st.MaxAttempt, next}
+}
+
+func listQueues(ctx context.Context, s *session, _ []string) error {
+	a, err := s.queueAdmin()
+	if err != nil {
+		return err
+	}
+	qs, err := a.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	views := make([]queueStatsJSON, len(qs))
+	for i, q := range qs {
+		views[i] = queueStatsView(q.Queue, "", q.Stats)
+	}
+	return s.emit(map[string][]queueStatsJSON{"queues": views}, func(w io.Writer) {
+		fmt.Fprintln(w, "QUEUE\tREADY\tDELAYED\tLOCKED\tMAX ATTEMPT\tNEXT VISIBLE")
+		for _, q := range views {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\n", cell(q.Queue), q.Ready, q.Delayed, q.Locked, q.MaxAttempt, when(q.NextVisible))
+		}
+	})
+}
+
+func queueStatsFlags(fs *flag.FlagSet) runner {
+	key := keyFlag(fs, "count")
+	return func(ctx context.Context, s *session, args []string) error {
+		q := s.p.Queue()
+		st, err := q.Stats(ctx, args[0])
+		if *key != "" {
+			st, err = q.KeyStats(ctx, args[0], *key)
+		}
+		if err != nil {
+			return err
+		}
+		v := queueStatsView(args[0], *key, st)
+		return s.emit(v, func(w io.Writer) {
+			fmt.Fprintf(w, "Queue:\t%s\n", cell(v.Queue))
+			if v.Key != "" {
+				fmt.Fprintf(w, "Key:\t%s\n", cell(v.Key))
+			}
+			fmt.Fprintf(w, "Ready:\t%d\nDelayed:\t%d\nLocked:\t%d\nMax attempt:\t%d\nNext visible:\t%s\n",
+				v.Ready, v.Delayed, v.Locked, v.MaxAttempt, when(v.NextVisible))
+		})
+	}
+}
+
+// ---- peek, dead-letters ----
+
+// peekFlags is peek, or with dead dead-letters: the same page with the columns
+// that describe a dead letter.
+func peekFlags(dead bool) func(fs *flag.FlagSet) runner {
+	return func(fs *flag.FlagSet) runner {
+		var o mq.PeekOptions
+		fs.StringVar(&o.RoutingKey, "key", "", "show only the messages of this routing key")
+		fs.Func("after", "show the messages after this id (printed by the previous page)", func(v string) (err error) {
+			if v == "" {
+				o.AfterID = 0 // the first page, as instances list -after ""
+				return nil
+			}
+			if o.AfterID, err = strconv.ParseInt(v, 10, 64); err != nil || o.AfterID < 0 {
+				return errors.New("want a message id (a non-negative integer)")
+			}
+			return nil
+		})
+		o.Limit = mq.DefaultPeek
+		fs.Func("limit", fmt.Sprintf("messages per page, 1 to %d (default %d)", mq.MaxPeek, o.Limit), func(v string) (err error) {
+			if o.Limit, err = strconv.Atoi(v); err != nil || o.Limit < 1 || o.Limit > mq.MaxPeek {
+				return fmt.Errorf("want an integer from 1 to %d", mq.MaxPeek)
+			}
+			return nil
+		})
+		payload := fs.Bool("payload", false, "show each message's payload (text, else hex; clipped), -json always has it")
+		return func(ctx context.Context, s *session, args []string) error {
+			return s.peek(ctx, args[0], o, dead, *payload)
+		}
+	}
+}
+
+// peek prints a page of the messages of queue that o selects: with dead, the
+// dead-letter columns; with payload, their payloads.
+func (s *session) peek(ctx context.Context, queue string, o mq.PeekOptions, dead, payload bool) error {
+	a, err := s.queueAdmin()
+	if err != nil {
+		return err
+	}
+	page, err := a.Peek(ctx, queue, o)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if len(page) == o.Limit {
+		next = strconv.FormatInt(page[len(page)-1].ID, 10)
+	}
+	const follow = "messages may follow: peek at"
+	if s.json {
+		io.WriteString(s.out, `{"messages":[`)
+		for i, m := range page {
+			for _, t := range []*time.Time{&m.EnqueuedAt, &m.VisibleAt, &m.FirstFailedAt, &m.LastFailedAt, &m.DeadLetteredAt} {
+				if !t.IsZero() {
+					*t = t.UTC()
+				}
+			}
+			b, err := json.Marshal(m)
+			if err != nil {
+				return err
+			}
+			if i > 0 {
+				io.WriteString(s.out, ",")
+			}
+			s.out.Write(b)
+		}
+		return s.endList(next, follow)
+	}
+	if len(page) == 0 {
+		what := fmt.Sprintf("queue %s holds no messages", cell(queue))
+		if o.RoutingKey != "" {
+			what += " of key " + cell(o.RoutingKey)
+		}
+		if o.AfterID > 0 {
+			what += " after id " + strconv.FormatInt(o.AfterID, 10)
+		}
+		_, err := fmt.Fprintln(s.out, what)
+		return err
+	}
+	// Peek shows the failure columns when the page holds a failed message or a dead
+	// letter; dead-letters always does, with the failure times.
+	failed := dead
+	for _, m := range page {
+		failed = failed || m.OriginQueue != "" || m.LastError != ""
+	}
+	tw := &table{w: s.out}
+	head := []string{"ID", "KEY", "ATTEMPT", "ENQUEUED", "VISIBLE", "LOCKED", "TAG"}
+	if dead {
+		head = []string{"ID", "KEY", "ATTEMPT", "ORIGIN", "DEAD-LETTERED", "FIRST FAILED", "LAST FAILED", "TAG"}
+	} else if failed {
+		head = append(head, "ORIGIN")
+	}
+	if payload {
+		head = append(head, "PAYLOAD")
+	}
+	if failed {
+		head = append(head, "LAST ERROR")
+	}
+	tw.add(head...)
+	for _, m := range page {
+		row := []string{strconv.FormatInt(m.ID, 10), cell(m.RoutingKey), strconv.Itoa(m.Attempt)}
+		if dead {
+			row = append(row, cell(m.OriginQueue), when(m.DeadLetteredAt), when(m.FirstFailedAt), when(m.LastFailedAt), cell(m.Tag))
+		} else {
+			row = append(row, when(m.EnqueuedAt), when(m.VisibleAt), yesNo(m.Locked), cell(m.Tag))
+			if failed {
+				row = append(row, cell(m.OriginQueue))
+			}
+		}
+		if payload {
+			row = append(row, payloadCell(m.Payload))
+		}
+		if failed {
+			row = append(row, cell(truncate(m.LastError, 100)))
+		}
+		tw.add(row...)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return s.endList(next, follow)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// payloadCell renders a payload on one line of a table: as text when it is
+// printable UTF-8, else in hex ("0x..."), clipped to about 200 bytes.
+func payloadCell(b []byte) string {
+	if len(b) == 0 {
+		return "-"
+	}
+	if utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) {
+		return truncate(string(b), 200)
+	}
+	if len(b) > 100 {
+		return "0x" + hex.EncodeToString(b[:100]) + "..."
+	}
+	return "0x" + hex.EncodeToString(b)
+}
+
+// ---- redrive, purge ----
+
+func redriveFlags(fs *flag.FlagSet) runner {
+	var o mq.RedriveOptions
+	fs.StringVar(&o.RoutingKey, "key", "", "move only the dead letters of this routing key")
+	ids := idsFlag(fs, "move")
+	fs.StringVar(&o.To, "to", "", "move them to this queue instead of the queue each came from")
+	return func(ctx context.Context, s *session, args []string) error {
+		a, err := s.queueAdmin()
+		if err != nil {
+			return err
+		}
+		o.IDs = *ids
+		n, err := a.Redrive(ctx, args[0], o)
+		if err != nil {
+			return err
+		}
+		to := "the queue each came from"
+		if o.To != "" {
+			to = cell(o.To)
+		}
+		v := map[string]any{"queue": args[0], "moved": n}
+		if o.To != "" {
+			v["to"] = o.To
+		}
+		return s.emit(v, func(w io.Writer) {
+			fmt.Fprintf(w, "moved %d %s from %s to %s\n", n, plural(n, "message"), cell(args[0]), to)
+		})
+	}
+}
+
+func purgeFlags(fs *flag.FlagSet) runner {
+	var o mq.PurgeOptions
+	fs.StringVar(&o.RoutingKey, "key", "", "delete only the messages of this routing key")
+	ids := idsFlag(fs, "delete")
+	yes := fs.Bool("yes", false, "confirm the deletion (without it, purge says what it would delete)")
+	return func(ctx context.Context, s *session, args []string) error {
+		a, err := s.queueAdmin()
+		if err != nil {
+			return err
+		}
+		o.IDs = *ids
+		if !*yes {
+			return s.refusePurge(ctx, args[0], o)
+		}
+		n, err := a.Purge(ctx, args[0], o)
+		if err != nil {
+			return err
+		}
+		return s.emit(map[string]any{"queue": args[0], "deleted": n}, func(w io.Writer) {
+			fmt.Fprintf(w, "deleted %d %s from %s\n", n, plural(n, "message"), cell(args[0]))
+		})
+	}
+}
+
+// refusePurge is the usage error of a purge without -yes, saying what it would
+// delete.
+func (s *session) refusePurge(ctx context.Context, queue string, o mq.PurgeOptions) error {
+	q := s.p.Queue()
+	st, err := q.Stats(ctx, queue)
+	if o.RoutingKey != "" {
+		st, err = q.KeyStats(ctx, queue, o.RoutingKey)
+	}
+	if err != nil {
+		return err
+	}
+	n := st.Ready + st.Delayed + st.Locked
+	what := fmt.Sprintf("all %d %s of queue %q", n, plural(n, "message"), clip(queue))
+	if o.RoutingKey != "" {
+		what = fmt.Sprintf("all %d %s of key %q in queue %q", n, plural(n, "message"), clip(o.RoutingKey), clip(queue))
+	}
+	if len(o.IDs) > 0 {
+		ids := make([]string, len(o.IDs))
+		for i, id := range o.IDs {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		what = fmt.Sprintf("the messages with ids %s among %s", truncate(strings.Join(ids, ", "), 200), strings.TrimPrefix(what, "all "))
+	}
+	if st.Locked > 0 {
+		what += fmt.Sprintf(", %d of them locked by a consumer", st.Locked)
+	}
+	note := ""
+	if queue == "orchestrator" || queue == "worker" {
+		note = " (the runtime's " + queue + " queue: the instances whose messages are deleted never get them)"
+	}
+	return usageError(fmt.Sprintf("refusing to delete without -yes: this would delete %s%s; run it again with -yes to delete them", what, note))
+}
+
+// plural is noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duroq/duroq/adapter"
+	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/duroq/duroq/pgprovider"
+	"github.com/duroq/duroq/sqliteprovider"
+)
+
+const declined = "card declined: insufficient funds"
+
+// fillQueues stores, through p's queue, the messages the tests look at, then closes
+// p. The queue "orders" holds, in id order: two un-keyed messages (the first locked
+// by a consumer, the second a binary payload), three of key cust-a, one of key
+// cust-b and a message delayed by an hour. The queue "payments.dead" holds two dead
+// letters of "payments" (one of key p1, one un-keyed), which a consumer whose
+// handler fails put there. It returns the id of the locked message.
+func fillQueues(t *testing.T, p *adapter.Provider) (locked int64) {
+	t.Helper()
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	q := p.Queue()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(q.Enqueue(ctx,
+		mq.Message{Queue: "orders", Payload: []byte("plain text")},
+		mq.Message{Queue: "orders", Payload: []byte{0xff, 0x00, 0x01}},
+		mq.Message{Queue: "orders", RoutingKey: "cust-a", Payload: []byte("a1")},
+		mq.Message{Queue: "orders", RoutingKey: "cust-a", Payload: []byte("a2")},
+		mq.Message{Queue: "orders", RoutingKey: "cust-a", Payload: []byte("a3")},
+		mq.Message{Queue: "orders", RoutingKey: "cust-b", Payload: []byte("b1"), Tag: "gpu"},
+		mq.Message{Queue: "orders", Payload: []byte("later"), Delay: time.Hour},
+	))
+	b, err := q.DequeueBatch(ctx, "orders", mq.DequeueOptions{LockTimeout: time.Hour})
+	must(err)
+	if b == nil || len(b.Messages) != 1 || string(b.Messages[0].Payload) != "plain text" {
+		t.Fatalf("DequeueBatch = %+v; want the first message", b)
+	}
+
+	must(q.Enqueue(ctx, mq.Message{Queue: "payments", RoutingKey: "p1", Payload: []byte("pay-1")},
+		mq.Message{Queue: "payments", Payload: []byte("pay-2")}))
+	dead := make(chan struct{}, 2)
+	c, err := mq.NewConsumer(q, "payments", func(context.Context, *mq.Batch) error { return errors.New(declined) },
+		mq.ConsumerOptions{MaxAttempts: 1, PollWait: 50 * time.Millisecond, ShutdownGrace: time.Second,
+			OnDeadLetter: func(*mq.Batch, mq.Delivery, error) { dead <- struct{}{} }})
+	must(err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	for range 2 {
+		select {
+		case <-dead:
+		case <-ctx.Done():
+			t.Fatal("the consumer did not dead-letter both payments in time")
+		}
+	}
+	stop()
+	must(<-done)
+	return b.Messages[0].ID
+}
+
+// qcli runs `duroq queues` on one database.
+type qcli struct {
+	t  *testing.T
+	db []string // the -db (and -schema) flags
+}
+
+func (c *qcli) try(args ...string) (string, string, error) {
+	var out, stderr bytes.Buffer
+	err := queuesCmd(slices.Concat(args[:1], c.db, args[1:]), &out, &stderr)
+	return out.String(), stderr.String(), err
+}
+
+func (c *qcli) run(args ...string) string {
+	c.t.Helper()
+	out, _, err := c.try(args...)
+	if err != nil {
+		c.t.Fatalf("duroq queues %q: %v", args, err)
+	}
+	return out
+}
+
+func (c *qcli) decode(v any, args ...string) {
+	c.t.Helper()
+	out := c.run(append(args, "-json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		c.t.Fatalf("duroq queues %q -json printed %q: %v", args, out, err)
+	}
+}
+
+// peeked is what peek and dead-letters print with -json.
+type peeked struct {
+	Messages []mq.MessageInfo `json:"messages"`
+	Next     string           `json:"next"`
+}
+
+// listedQueues is what list prints: for each queue, the columns after its name.
+func (c *qcli) listedQueues() map[string][]string {
+	c.t.Helper()
+	out := c.run("list")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if !strings.HasPrefix(lines[0], "QUEUE ") || !strings.Contains(lines[0], "MAX ATTEMPT") {
+		c.t.Fatalf("list printed no header:\n%s", out)
+	}
+	qs := map[string][]string{}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		qs[f[0]] = f[1:]
+	}
+	return qs
+}
+
+// stats returns `stats queue args...` with -json.
+func (c *qcli) stats(queue string, args ...string) queueStatsJSON {
+	c.t.Helper()
+	var v queueStatsJSON
+	c.decode(&v, append([]string{"stats", queue}, args...)...)
+	return v
+}
+
+// pages follows the pages of `peek queue -limit n` as a person would: the table's
+// first column, and the -after value the last line tells.
+func (c *qcli) pages(queue string, n int) (ids []int64, pages int) {
+	c.t.Helper()
+	for after := ""; pages < 100; {
+		out := c.run("peek", queue, "-limit", strconv.Itoa(n), "-after", after)
+		pages++
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if strings.Contains(lines[0], "holds no messages") {
+			return ids, pages
+		}
+		if !strings.HasPrefix(lines[0], "ID ") {
+			c.t.Fatalf("peek printed no header:\n%s", out)
+		}
+		after = ""
+		for _, l := range lines[1:] {
+			if a, ok := strings.CutPrefix(l, "more messages may follow: peek at the next page with -after "); ok {
+				after = a
+				break
+			}
+			id, err := strconv.ParseInt(strings.Fields(l)[0], 10, 64)
+			if err != nil {
+				c.t.Fatalf("peek printed %q:\n%s", l, out)
+			}
+			ids = append(ids, id)
+		}
+		if after == "" {
+			return ids, pages
+		}
+	}
+	c.t.Fatal("peek kept telling of a next page")
+	return nil, 0
+}
+
+// TestQueuesCommand: `duroq queues` on a SQLite file and on PostgreSQL holding
+// ready, keyed, delayed, locked and dead-lettered messages.
+func TestQueuesCommand(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "app.db")
+		p, err := sqliteprovider.Open(path, sqliteprovider.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		locked := fillQueues(t, p)
+		queuesScenario(t, &qcli{t: t, db: []string{"-db", path}}, locked)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn, schema := pgtest.Schema(t) // skips, saying "PostgreSQL tests skipped", without DUROQ_POSTGRES_DSN
+		p, err := pgprovider.Open(t.Context(), dsn, pgprovider.Options{DB: pgdb.Options{Schema: schema}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		locked := fillQueues(t, p)
+		queuesScenario(t, &qcli{t: t, db: []string{"-db", dsn, "-schema", schema}}, locked)
+	})
+}
+
+func queuesScenario(t *testing.T, c *qcli, locked int64) {
+	var all peeked
+	c.decode(&all, "peek", "orders")
+	if len(all.Messages) != 7 || all.Next != "" {
+		t.Fatalf("peek orders -json = %+v; want the 7 messages and no next page", all)
+	}
+	ids := make([]int64, len(all.Messages))
+	for i, m := range all.Messages {
+		ids[i] = m.ID
+	}
+	t.Run("list and stats", func(t *testing.T) {
+		c.t = t
+		qs := c.listedQueues()
+		if len(qs) != 2 || !slices.Equal(qs["orders"][:4], []string{"5", "1", "1", "1"}) || len(qs["orders"]) != 5 || qs["orders"][4] == "-" ||
+			!slices.Equal(qs["payments.dead"], []string{"2", "0", "0", "1", "-"}) {
+			t.Fatalf("list = %q; want orders 5 ready, 1 delayed, 1 locked, max attempt 1, and payments.dead 2 ready", qs)
+		}
+		var l struct{ Queues []queueStatsJSON }
+		c.decode(&l, "list")
+		if len(l.Queues) != 2 || l.Queues[0].Queue != "orders" || l.Queues[0].NextVisible.Before(time.Now().Add(50*time.Minute)) {
+			t.Fatalf("list -json = %+v", l)
+		}
+		if st := c.stats("orders"); st.Ready != 5 || st.Delayed != 1 || st.Locked != 1 || st.MaxAttempt != 1 || st.NextVisible.IsZero() {
+			t.Fatalf("stats orders = %+v", st)
+		}
+		if st := c.stats("orders", "-key", "cust-a"); st.Ready != 3 || st.Delayed+st.Locked+st.MaxAttempt != 0 || st.Key != "cust-a" {
+			t.Fatalf("stats orders -key cust-a = %+v", st)
+		}
+		out := c.run("stats", "-key", "cust-b", "orders") // flags before the argument too
+		for _, want := range []string{"Queue:", "orders", "Key:", "cust-b", "Ready:", "1", "Next visible:"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("stats orders -key cust-b printed:\n%s", out)
+			}
+		}
+	})
+	t.Run("peek", func(t *testing.T) {
+		c.t = t
+		if !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != 7 {
+			t.Fatalf("peek ids %v are not in id order", ids)
+		}
+		for _, m := range all.Messages {
+			if m.Queue != "orders" || m.EnqueuedAt.IsZero() || (m.ID == locked) != m.Locked || (m.ID == locked) != (m.Attempt == 1) {
+				t.Errorf("peeked %+v", m)
+			}
+		}
+		if p := all.Messages; string(p[0].Payload) != "plain text" || !bytes.Equal(p[1].Payload, []byte{0xff, 0, 1}) ||
+			p[2].RoutingKey != "cust-a" || p[5].Tag != "gpu" || !p[6].VisibleAt.After(time.Now().Add(50*time.Minute)) {
+			t.Errorf("peeked %+v", p)
+		}
+		for _, n := range []int{1, 3, 7, 100} {
+			got, pages := c.pages("orders", n)
+			if want := 7/n + 1; !slices.Equal(got, ids) || pages != want {
+				t.Errorf("pages of %d peeked %v in %d pages; want %v in %d", n, got, pages, ids, want)
+			}
+		}
+		var seen []int64
+		for after, i := "", 0; i < 10; i++ {
+			var p peeked
+			c.decode(&p, "peek", "orders", "-limit", "2", "-after", after)
+			for _, m := range p.Messages {
+				seen = append(seen, m.ID)
+			}
+			if after = p.Next; after == "" {
+				break
+			}
+		}
+		if !slices.Equal(seen, ids) {
+			t.Errorf("JSON pages of 2 peeked %v; want %v", seen, ids)
+		}
+		var keyed peeked
+		c.decode(&keyed, "peek", "orders", "-key", "cust-a")
+		if len(keyed.Messages) != 3 || keyed.Messages[0].ID != ids[2] || string(keyed.Messages[2].Payload) != "a3" {
+			t.Errorf("peek -key cust-a = %+v", keyed)
+		}
+		out := c.run("peek", "orders")
+		if strings.Contains(out, "plain text") || strings.Contains(out, "LAST ERROR") || !strings.Contains(out, "gpu") ||
+			!strings.HasPrefix(strings.Join(strings.Fields(out), " "), "ID KEY ATTEMPT ENQUEUED VISIBLE LOCKED TAG "+strconv.FormatInt(ids[0], 10)+" ") {
+			t.Errorf("peek orders printed:\n%s", out)
+		}
+		out = c.run("peek", "orders", "-payload")
+		if !strings.Contains(out, "plain text") || !strings.Contains(out, "0xff0001") || !strings.Contains(out, "PAYLOAD") {
+			t.Errorf("peek orders -payload printed:\n%s", out)
+		}
+		if out := c.run("peek", "nothing-here"); out != "queue nothing-here holds no messages\n" {
+			t.Errorf("peek of an empty queue printed %q", out)
+		}
+	})
+	t.Run("dead letters and redrive", func(t *testing.T) {
+		c.t = t
+		var dl peeked
+		c.decode(&dl, "dead-letters", "payments.dead")
+		if len(dl.Messages) != 2 {
+			t.Fatalf("dead-letters -json = %+v", dl)
+		}
+		for _, m := range dl.Messages {
+			if m.OriginQueue != "payments" || m.LastError != declined || m.Attempt != 1 || m.DeadLetteredAt.IsZero() || m.LastFailedAt.IsZero() {
+				t.Errorf("dead letter %+v", m)
+			}
+		}
+		for _, sub := range []string{"dead-letters", "peek"} {
+			out := c.run(sub, "payments.dead")
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			if len(lines) != 3 || !strings.Contains(lines[0], "ORIGIN") || !strings.HasSuffix(lines[0], "LAST ERROR") ||
+				!strings.Contains(lines[1], "payments ") || !strings.HasSuffix(lines[2], declined) {
+				t.Errorf("%s payments.dead printed:\n%s", sub, out)
+			}
+		}
+		first := strconv.FormatInt(dl.Messages[0].ID, 10)
+		if out := c.run("redrive", "payments.dead", "-id", first, "-to", "review"); out != "moved 1 message from payments.dead to review\n" {
+			t.Errorf("redrive -id -to printed %q", out)
+		}
+		if out := c.run("redrive", "payments.dead"); out != "moved 1 message from payments.dead to the queue each came from\n" {
+			t.Errorf("redrive printed %q", out)
+		}
+		var moved map[string]any
+		c.decode(&moved, "redrive", "payments.dead")
+		if moved["moved"] != 0.0 {
+			t.Errorf("a second redrive -json printed %v", moved)
+		}
+		qs := c.listedQueues()
+		if _, ok := qs["payments.dead"]; ok || !slices.Equal(qs["payments"], []string{"1", "0", "0", "0", "-"}) ||
+			!slices.Equal(qs["review"], []string{"1", "0", "0", "0", "-"}) {
+			t.Errorf("list after the redrives = %q", qs)
+		}
+		if st := c.stats("payments"); st.Ready != 1 || st.MaxAttempt != 0 {
+			t.Errorf("stats payments after the redrive = %+v", st)
+		}
+		var back peeked
+		c.decode(&back, "peek", "payments")
+		if len(back.Messages) != 1 || back.Messages[0].ID != dl.Messages[1].ID || back.Messages[0].LastError != declined {
+			t.Errorf("peek payments after the redrive = %+v", back)
+		}
+	})
+	t.Run("purge", func(t *testing.T) {
+		c.t = t
+		out, stderr, err := c.try("purge", "orders", "-key", "cust-a")
+		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), `all 3 messages of key "cust-a" in queue "orders"`) ||
+			!strings.Contains(err.Error(), "-yes") || out != "" || !strings.Contains(stderr, "usage: duroq queues purge") {
+			t.Fatalf("purge without -yes = %v (exit %d), printed %q", err, exitCode(err), out)
+		}
+		if _, _, err := c.try("purge", "orders"); err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "all 7 messages") ||
+			!strings.Contains(err.Error(), "1 of them locked") {
+			t.Fatalf("purge orders without -yes = %v", err)
+		}
+		if st := c.stats("orders"); st.Ready+st.Delayed+st.Locked != 7 {
+			t.Fatalf("purge without -yes deleted messages: %+v", st)
+		}
+		if out := c.run("purge", "orders", "-key", "cust-a", "-yes"); out != "deleted 3 messages from orders\n" {
+			t.Errorf("purge -key -yes printed %q", out)
+		}
+		if out := c.run("purge", "orders", "-id", strconv.FormatInt(ids[1], 10), "-id", strconv.FormatInt(ids[5], 10), "-yes"); out != "deleted 2 messages from orders\n" {
+			t.Errorf("purge -id -id -yes printed %q", out)
+		}
+		var left peeked
+		c.decode(&left, "peek", "orders")
+		if len(left.Messages) != 2 || left.Messages[0].ID != locked || left.Messages[1].ID != ids[6] {
+			t.Errorf("orders after the purges = %+v", left)
+		}
+		var purged map[string]any
+		c.decode(&purged, "purge", "orders", "-yes")
+		if purged["deleted"] != 2.0 || purged["queue"] != "orders" {
+			t.Errorf("purge orders -yes -json printed %v", purged)
+		}
+		c.run("purge", "review", "-yes")
+		if qs := c.listedQueues(); len(qs) != 1 || qs["payments"] == nil {
+			t.Errorf("list after the purges = %q", qs)
+		}
+	})
+}
+
+// TestQueuesRefusesBadCommandLines: as `duroq instances`, a missing SQLite file is
+// refused (and not created) and usage errors exit 2, bounded, with the usage.
+func TestQueuesRefusesBadCommandLines(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "typo.db")
+	var out, stderr bytes.Buffer
+	err := queuesCmd([]string{"list", "-db", missing}, &out, &stderr)
+	if err == nil || !strings.HasPrefix(err.Error(), "duroq queues list: no SQLite database at ") || exitCode(err) != 1 {
+		t.Fatalf("list of a missing file = %v; want an error saying so", err)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("list created %s", missing)
+	}
+	long := strings.Repeat("y", 100_000)
+	for _, args := range [][]string{
+		nil,
+		{"bogus"},
+		{long},
+		{"list"},
+		{"list", "-db", missing, "extra"},
+		{"peek", "-db", missing},
+		{"peek", "", "-db", missing},
+		{"peek", "q", "-db", missing, "-limit", "0"},
+		{"peek", "q", "-db", missing, "-limit", "1001"},
+		{"peek", "q", "-db", missing, "-after", "-1"},
+		{"dead-letters", "q", "-db", missing, "-after", "x"},
+		{"stats", "q", "-db", missing, "-bogus"},
+		{"redrive", "q", "-db", missing, "-id", "0"},
+		{"purge", "q", "-db", missing, "-id", long},
+		{"purge", "q", "-db", missing, "-" + long},
+	} {
+		stderr.Reset()
+		err := queuesCmd(args, &out, &stderr)
+		if err == nil || exitCode(err) != 2 || !strings.HasPrefix(err.Error(), "duroq queues") || len(err.Error()) > 400 ||
+			!strings.Contains(stderr.String(), "usage: duroq queues") {
+			t.Errorf("queues %.80q = %.500v (exit %d), usage %.100q; want a bounded usage error", args, err, exitCode(err), stderr.String())
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"purge", "-h"}} {
+		stderr.Reset()
+		if err := queuesCmd(args, &out, &stderr); err != nil || !strings.Contains(stderr.String(), "usage: duroq queues") {
+			t.Errorf("queues %q = %v, usage %q", args, err, stderr.String())
+		}
+	}
+}
