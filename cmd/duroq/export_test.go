@@ -22,16 +22,23 @@ import (
 // greeter is the code whose runs the export tests record: a greeting activity, and
 // a Chain that continues as new once when started without input.
 func greeter() *runtime.Registry {
-	reg := runtime.NewRegistry()
-	_ = reg.RegisterActivity("Greet", func(_ *runtime.ActivityContext, in string) (string, error) { return "hello " + in, nil })
-	_ = reg.RegisterOrchestration("Greeting", func(ctx *runtime.Context, in string) (string, error) {
-		return ctx.ScheduleActivity("Greet", in).Get()
-	})
+	reg := greetingRegistry()
 	_ = reg.RegisterOrchestration("Chain", func(ctx *runtime.Context, in string) (string, error) {
 		if in == "" {
 			return "", ctx.ContinueAsNew("again")
 		}
 		return in, nil
+	})
+	return reg
+}
+
+// greetingRegistry registers the greeting every command test runs: an orchestration
+// "Greeting" whose one activity "Greet" answers "hello <input>".
+func greetingRegistry() *runtime.Registry {
+	reg := runtime.NewRegistry()
+	_ = reg.RegisterActivity("Greet", func(_ *runtime.ActivityContext, in string) (string, error) { return "hello " + in, nil })
+	_ = reg.RegisterOrchestration("Greeting", func(ctx *runtime.Context, in string) (string, error) {
+		return ctx.ScheduleActivity("Greet", in).Get()
 	})
 	return reg
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -28,11 +27,7 @@ import (
 // an activity, a failure, a parent with a child, instances that wait (for an event,
 // for a queued message) and a chain that continues as new three times.
 func operated() *runtime.Registry {
-	reg := runtime.NewRegistry()
-	_ = reg.RegisterActivity("Greet", func(_ *runtime.ActivityContext, in string) (string, error) { return "hello " + in, nil })
-	_ = reg.RegisterOrchestration("Greeting", func(ctx *runtime.Context, in string) (string, error) {
-		return ctx.ScheduleActivity("Greet", in).Get()
-	})
+	reg := greetingRegistry()
 	_ = reg.RegisterOrchestration("Fail", func(ctx *runtime.Context, in string) (string, error) {
 		return "", errors.New("card declined: " + in)
 	})
@@ -419,46 +414,20 @@ func instancesScenario(c *cli) {
 // created), usage errors exit 2 with the subcommand's usage, and nothing given by
 // the user is echoed unbounded.
 func TestInstancesRefusesBadCommandLines(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "typo.db")
-	var out, stderr bytes.Buffer
-	err := instancesCmd([]string{"list", "-db", missing}, &out, &stderr)
-	if err == nil || !strings.HasPrefix(err.Error(), "duroq instances list: no SQLite database at ") || exitCode(err) != 1 {
-		t.Fatalf("list of a missing file = %v; want an error saying so", err)
-	}
-	if _, err := os.Stat(missing); !os.IsNotExist(err) {
-		t.Fatalf("list created %s", missing)
-	}
-	long := strings.Repeat("y", 100_000)
-	for _, args := range [][]string{
-		nil,
-		{"bogus"},
-		{long},
-		{"list"},
-		{"list", "-db", missing, "extra"},
-		{"show", "-db", missing},
-		{"show", "", "-db", missing},
-		{"raise", "id", "", "data", "-db", missing},
-		{"list", "-db", missing, "-status", "Done"},
-		{"list", "-db", missing, "-status", long},
-		{"list", "-db", missing, "-created-after", "yesterday"},
-		{"list", "-db", missing, "-limit", "0"},
-		{"list", "-db", missing, "-" + long},
-		{"history", "x", "-db", missing, "-execution", "-1"},
-		{"prune", "x", "-db", missing, "-keep-last", "-1"},
-	} {
-		stderr.Reset()
-		err := instancesCmd(args, &out, &stderr)
-		if err == nil || exitCode(err) != 2 || !strings.HasPrefix(err.Error(), "duroq instances") || len(err.Error()) > 400 ||
-			!strings.Contains(stderr.String(), "usage: duroq instances") {
-			t.Errorf("instances %.80q = %.500v (exit %d), usage %.100q; want a bounded usage error", args, err, exitCode(err), stderr.String())
+	refusesBadCommandLines(t, "instances", instancesCmd, "show", func(missing, long string) [][]string {
+		return [][]string{
+			{"show", "-db", missing},
+			{"show", "", "-db", missing},
+			{"raise", "id", "", "data", "-db", missing},
+			{"list", "-db", missing, "-status", "Done"},
+			{"list", "-db", missing, "-status", long},
+			{"list", "-db", missing, "-created-after", "yesterday"},
+			{"list", "-db", missing, "-limit", "0"},
+			{"list", "-db", missing, "-" + long},
+			{"history", "x", "-db", missing, "-execution", "-1"},
+			{"prune", "x", "-db", missing, "-keep-last", "-1"},
 		}
-	}
-	for _, args := range [][]string{{"help"}, {"show", "-h"}} {
-		stderr.Reset()
-		if err := instancesCmd(args, &out, &stderr); err != nil || !strings.Contains(stderr.String(), "usage: duroq instances") {
-			t.Errorf("instances %q = %v, usage %q", args, err, stderr.String())
-		}
-	}
+	})
 	// Flags may follow the arguments, and "--" ends them: the data here is "-x".
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.Bool("json", false, "")

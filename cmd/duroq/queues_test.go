@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -367,44 +368,51 @@ func queuesScenario(t *testing.T, c *qcli, locked int64) {
 // TestQueuesRefusesBadCommandLines: as `duroq instances`, a missing SQLite file is
 // refused (and not created) and usage errors exit 2, bounded, with the usage.
 func TestQueuesRefusesBadCommandLines(t *testing.T) {
+	refusesBadCommandLines(t, "queues", queuesCmd, "purge", func(missing, long string) [][]string {
+		return [][]string{
+			{"peek", "-db", missing},
+			{"peek", "", "-db", missing},
+			{"peek", "q", "-db", missing, "-limit", "0"},
+			{"peek", "q", "-db", missing, "-limit", "1001"},
+			{"peek", "q", "-db", missing, "-after", "-1"},
+			{"dead-letters", "q", "-db", missing, "-after", "x"},
+			{"stats", "q", "-db", missing, "-bogus"},
+			{"redrive", "q", "-db", missing, "-id", "0"},
+			{"purge", "q", "-db", missing, "-id", long},
+			{"purge", "q", "-db", missing, "-" + long},
+		}
+	})
+}
+
+// refusesBadCommandLines checks a command group (`duroq <group>`): a missing SQLite
+// file is refused with exit 1 and not created; bad command lines — the common ones
+// and those bad(missing, long) adds — exit 2 with a bounded message and the group's
+// usage; help and `<sub> -h` print the usage.
+func refusesBadCommandLines(t *testing.T, group string, cmd func(args []string, stdout, stderr io.Writer) error, sub string, bad func(missing, long string) [][]string) {
+	t.Helper()
 	missing := filepath.Join(t.TempDir(), "typo.db")
 	var out, stderr bytes.Buffer
-	err := queuesCmd([]string{"list", "-db", missing}, &out, &stderr)
-	if err == nil || !strings.HasPrefix(err.Error(), "duroq queues list: no SQLite database at ") || exitCode(err) != 1 {
+	err := cmd([]string{"list", "-db", missing}, &out, &stderr)
+	if err == nil || !strings.HasPrefix(err.Error(), "duroq "+group+" list: no SQLite database at ") || exitCode(err) != 1 {
 		t.Fatalf("list of a missing file = %v; want an error saying so", err)
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Fatalf("list created %s", missing)
 	}
 	long := strings.Repeat("y", 100_000)
-	for _, args := range [][]string{
-		nil,
-		{"bogus"},
-		{long},
-		{"list"},
-		{"list", "-db", missing, "extra"},
-		{"peek", "-db", missing},
-		{"peek", "", "-db", missing},
-		{"peek", "q", "-db", missing, "-limit", "0"},
-		{"peek", "q", "-db", missing, "-limit", "1001"},
-		{"peek", "q", "-db", missing, "-after", "-1"},
-		{"dead-letters", "q", "-db", missing, "-after", "x"},
-		{"stats", "q", "-db", missing, "-bogus"},
-		{"redrive", "q", "-db", missing, "-id", "0"},
-		{"purge", "q", "-db", missing, "-id", long},
-		{"purge", "q", "-db", missing, "-" + long},
-	} {
+	common := [][]string{nil, {"bogus"}, {long}, {"list"}, {"list", "-db", missing, "extra"}}
+	for _, args := range append(common, bad(missing, long)...) {
 		stderr.Reset()
-		err := queuesCmd(args, &out, &stderr)
-		if err == nil || exitCode(err) != 2 || !strings.HasPrefix(err.Error(), "duroq queues") || len(err.Error()) > 400 ||
-			!strings.Contains(stderr.String(), "usage: duroq queues") {
-			t.Errorf("queues %.80q = %.500v (exit %d), usage %.100q; want a bounded usage error", args, err, exitCode(err), stderr.String())
+		err := cmd(args, &out, &stderr)
+		if err == nil || exitCode(err) != 2 || !strings.HasPrefix(err.Error(), "duroq "+group) || len(err.Error()) > 400 ||
+			!strings.Contains(stderr.String(), "usage: duroq "+group) {
+			t.Errorf("%s %.80q = %.500v (exit %d), usage %.100q; want a bounded usage error", group, args, err, exitCode(err), stderr.String())
 		}
 	}
-	for _, args := range [][]string{{"help"}, {"purge", "-h"}} {
+	for _, args := range [][]string{{"help"}, {sub, "-h"}} {
 		stderr.Reset()
-		if err := queuesCmd(args, &out, &stderr); err != nil || !strings.Contains(stderr.String(), "usage: duroq queues") {
-			t.Errorf("queues %q = %v, usage %q", args, err, stderr.String())
+		if err := cmd(args, &out, &stderr); err != nil || !strings.Contains(stderr.String(), "usage: duroq "+group) {
+			t.Errorf("%s %q = %v, usage %q", group, args, err, stderr.String())
 		}
 	}
 }
