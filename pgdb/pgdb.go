@@ -6,6 +6,7 @@ package pgdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,12 +22,20 @@ type Options struct {
 	// as every connection's search_path, so several deployments (or tests) can share
 	// one database.
 	Schema string
+	// ExistingSchema makes Open fail, naming the schema, instead of creating it when it
+	// does not exist (the error wraps ErrNoSchema): for tools that must not create
+	// anything where a schema name was mistyped.
+	ExistingSchema bool
 	// MaxOpenConns bounds the pool (default 16); long polls hold no connection while
 	// they wait, except the one LISTEN connection per backend.
 	MaxOpenConns int
 	// ConnMaxLifetime recycles connections (default 30 minutes).
 	ConnMaxLifetime time.Duration
 }
+
+// ErrNoSchema is the error Open wraps when Options.ExistingSchema is set and the
+// schema does not exist.
+var ErrNoSchema = errors.New("schema does not exist")
 
 // Open connects to the database at dsn (a postgres:// URL or key=value string).
 func Open(ctx context.Context, dsn string, o Options) (*sqlx.DB, error) {
@@ -49,7 +58,19 @@ func Open(ctx context.Context, dsn string, o Options) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{o.Schema}.Sanitize())
+	if o.ExistingSchema {
+		var one int
+		err := conn.QueryRow(ctx, "SELECT 1 FROM pg_namespace WHERE nspname = $1", o.Schema).Scan(&one)
+		if err != nil {
+			conn.Close(ctx)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, fmt.Errorf("postgres: schema %q: %w", o.Schema, ErrNoSchema)
+			}
+			return nil, fmt.Errorf("postgres: look for schema %q: %w", o.Schema, err)
+		}
+	} else {
+		_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{o.Schema}.Sanitize())
+	}
 	conn.Close(ctx)
 	if err != nil && !pgsql.IsUniqueViolation(err) { // two processes creating it at once
 		return nil, fmt.Errorf("postgres: create schema %q: %w", o.Schema, err)

@@ -28,7 +28,16 @@ type commandGroup struct {
 	name     string // "instances": the command is `duroq <name>`
 	subject  string // what the first positional argument names, to say it is empty
 	commands []instanceCommand
+	// selfOpen: the subcommands open the database themselves (session.p is nil) and
+	// check -db when they need it.
+	selfOpen bool
+	// synopsis is the flags of the usage line (default: -db, -schema and -json).
+	synopsis string
 }
+
+const defaultSynopsis = "-db <sqlite file | postgres://...> [-schema name] [-json]"
+
+func (g *commandGroup) flagSynopsis() string { return cmp.Or(g.synopsis, defaultSynopsis) }
 
 // instanceCommand is a subcommand of `duroq instances` (or of another commandGroup).
 type instanceCommand struct {
@@ -43,10 +52,11 @@ type runner func(ctx context.Context, s *session, args []string) error
 
 // session is an open database and where a subcommand writes.
 type session struct {
-	p     *adapter.Provider
-	admin provider.ProviderAdmin
-	out   io.Writer
-	json  bool // print JSON instead of tables
+	db, schema string            // the -db and -schema flags
+	p          *adapter.Provider // nil in a selfOpen group
+	admin      provider.ProviderAdmin
+	out        io.Writer
+	json       bool // print JSON instead of tables
 }
 
 var instancesGroup = &commandGroup{name: "instances", subject: "the instance id", commands: instanceCommands}
@@ -111,7 +121,7 @@ func (g *commandGroup) run(args []string, stdout, stderr io.Writer) error {
 }
 
 func (g *commandGroup) usage(w io.Writer) {
-	fmt.Fprintf(w, "usage: duroq %s <subcommand> -db <sqlite file | postgres://...> [-schema name] [-json] [flags] [args]\n\nsubcommands:\n", g.name)
+	fmt.Fprintf(w, "usage: duroq %s <subcommand> %s [flags] [args]\n\nsubcommands:\n", g.name, g.flagSynopsis())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, c := range g.commands {
 		fmt.Fprintf(tw, "  %s %s\t%s\n", c.name, c.args, c.help)
@@ -139,10 +149,14 @@ func (g *commandGroup) exec(c instanceCommand, args []string, stdout, stderr io.
 	}
 	if err == nil {
 		ctx := context.Background()
+		s := &session{db: *db, schema: *schema, out: stdout, json: *asJSON}
 		var p *adapter.Provider
-		if p, err = openExisting(ctx, *db, *schema); err == nil {
+		if g.selfOpen {
+			err = run(ctx, s, pos)
+		} else if p, err = openExisting(ctx, *db, *schema); err == nil {
 			defer p.Close()
-			err = run(ctx, &session{p: p, admin: p.Management(), out: stdout, json: *asJSON}, pos)
+			s.p, s.admin = p, p.Management()
+			err = run(ctx, s, pos)
 		}
 	}
 	if err == nil {
@@ -167,7 +181,7 @@ func (g *commandGroup) check(c instanceCommand, pos []string, db string) error {
 	switch {
 	case len(pos) != c.nargs:
 		return usageError(fmt.Sprintf("takes %s; got %d arguments", cmp.Or(c.args, "no arguments"), len(pos)))
-	case db == "":
+	case db == "" && !g.selfOpen:
 		return usageError("-db is required")
 	case c.nargs > 0 && pos[0] == "":
 		return usageError(g.subject + " is empty")
@@ -178,7 +192,7 @@ func (g *commandGroup) check(c instanceCommand, pos []string, db string) error {
 }
 
 func (g *commandGroup) cmdUsage(c instanceCommand, fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "usage: duroq %s %s %s -db <sqlite file | postgres://...> [-schema name] [-json] [flags]\n\n%s\n\n", g.name, c.name, c.args, c.help)
+	fmt.Fprintf(w, "usage: duroq %s %s %s %s [flags]\n\n%s\n\n", g.name, c.name, c.args, g.flagSynopsis(), c.help)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)

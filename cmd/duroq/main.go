@@ -6,6 +6,8 @@
 //	duroq export -db <sqlite file | postgres://...> [-instance id]... [-orchestration name]... [-o file]
 //	duroq instances <list|show|history|tree|cancel|raise|enqueue|delete|prune|stats> -db <sqlite file | postgres://...> [-schema name] [-json] ...
 //	duroq queues <list|stats|peek|dead-letters|redrive|purge> -db <sqlite file | postgres://...> [-schema name] [-json] ...
+//	duroq migrate <status|up> -db <sqlite file | postgres://...> [-schema name] [-json] [-check] [-create]
+//	duroq migrate sql -backend sqlite|postgres [-line mq|eventstore]
 //
 // demo runs an order workflow on the durable-execution runtime over an embedded
 // SQLite file: every order reserves its items in parallel, charges a card, waits for
@@ -33,6 +35,15 @@
 // or routing key, peek at messages a page at a time without locking them, show a
 // dead-letter queue's origins and errors, redrive dead letters and purge messages
 // (which -yes must confirm).
+//
+// migrate is for those who apply duroq's migrations themselves, or check them before
+// a deploy (the providers otherwise apply them when they open): status shows, per
+// migration line (mq, eventstore), the version applied, the latest this build knows
+// and the pending files, creating nothing (-check exits 1 when one is pending); up
+// applies them (a missing SQLite file or schema only with -create); sql prints a
+// backend's migration SQL in order, with the rows recording it, to apply by hand.
+// instances, queues and export refuse a database where the migrations were never
+// applied (a mistyped path or schema) rather than create duroq's tables there.
 //
 // queue-demo shows per-customer ordered processing on an embedded SQLite queue: a
 // failed event is retried without being overtaken by the customer's later events, a
@@ -64,6 +75,8 @@ func main() {
 		err = instancesCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "queues":
 		err = queuesCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "migrate":
+		err = migrateCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case benchProcessCmd: // a process of `duroq bench -processes`, not for people
 		err = benchProcess(os.Args[2:], os.Stdin, os.Stdout)
 	case "help", "-h", "--help":
@@ -91,6 +104,7 @@ commands:
   queue-demo   run per-customer ordered processing on an embedded SQLite queue
   export       write recorded execution histories as JSON for the replayer (runtime/runtimetest)
   instances    list, show, cancel, delete... the instances of a database; see duroq instances help
-  queues       list, peek, redrive, purge... the queued messages of a database; see duroq queues help`)
+  queues       list, peek, redrive, purge... the queued messages of a database; see duroq queues help
+  migrate      show (status), apply (up) or print (sql) duroq's schema migrations; see duroq migrate help`)
 	os.Exit(2)
 }

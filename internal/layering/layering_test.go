@@ -45,7 +45,8 @@ var allowed = map[string][]string{
 	"pgdb":           {"internal/pgsql", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
 	"sqliteprovider": {"adapter", "mq/sqlite", "eventstore/sqlite", "sqlitedb"},
 	"pgprovider":     {"adapter", "mq/postgres", "eventstore/postgres", "pgdb"},
-	"cmd/duroq":      {"adapter", "bench", "mq", "mq/sqlite", "runtime", "runtime/provider", "runtime/runtimetest", "sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "github.com/jackc/pgx/v5"},
+	"cmd/duroq": {"adapter", "bench", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
+		"sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "internal/migrate", "internal/pgsql", "github.com/jackc/pgx/v5", "github.com/mattn/go-sqlite3"},
 }
 
 func TestDependencyDirection(t *testing.T) {

@@ -5,6 +5,7 @@ package migrate
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -59,6 +60,9 @@ type Dialect struct {
 	Begin []string
 	// VersionTable is the name of the table recording applied versions per line.
 	VersionTable string
+	// TableExists is a query returning a row when the table its one parameter names
+	// exists where the migrations apply (Applied reads it before the version table).
+	TableExists string
 	// Placeholder returns the bind parameter for position n (1-based).
 	Placeholder func(n int) string
 }
@@ -89,9 +93,7 @@ func Apply(ctx context.Context, db *sql.DB, d Dialect, line string, migs []Migra
 	}()
 	// Inside the exclusive transaction: concurrent CREATE TABLE IF NOT EXISTS is not
 	// safe on every database (PostgreSQL can fail on its catalog's unique index).
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf(
-		`CREATE TABLE IF NOT EXISTS %s (line TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL, PRIMARY KEY (line, version))`,
-		d.VersionTable)); err != nil {
+	if _, err := conn.ExecContext(ctx, CreateVersionTable(d)); err != nil {
 		return fmt.Errorf("migrate %s: create version table: %w", line, err)
 	}
 	var current sql.NullInt64
@@ -115,10 +117,36 @@ func Apply(ctx context.Context, db *sql.DB, d Dialect, line string, migs []Migra
 	return nil
 }
 
+// CreateVersionTable is the statement creating d's version table if it is missing.
+func CreateVersionTable(d Dialect) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (line TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL, PRIMARY KEY (line, version))`,
+		d.VersionTable)
+}
+
+// Applied returns the version of line applied to db: 0 when the version table or the
+// line is absent. It only reads: it creates no table.
+func Applied(ctx context.Context, db *sql.DB, d Dialect, line string) (int, error) {
+	var one int
+	err := db.QueryRowContext(ctx, d.TableExists, d.VersionTable).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("migrate %s: look for %s: %w", line, d.VersionTable, err)
+	}
+	var v sql.NullInt64
+	if err := db.QueryRowContext(ctx, fmt.Sprintf(`SELECT MAX(version) FROM %s WHERE line = %s`,
+		d.VersionTable, d.Placeholder(1)), line).Scan(&v); err != nil {
+		return 0, fmt.Errorf("migrate %s: read version: %w", line, err)
+	}
+	return int(v.Int64), nil
+}
+
 // SQLite is the dialect of SQLite databases.
 var SQLite = Dialect{
 	Begin:        []string{"BEGIN IMMEDIATE"},
 	VersionTable: "duroq_migrations",
+	TableExists:  `SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`,
 	Placeholder:  func(int) string { return "?" },
 }
 

@@ -22,6 +22,7 @@ import (
 var Dialect = migrate.Dialect{
 	Begin:        []string{"BEGIN", "SELECT pg_advisory_xact_lock(hashtext('duroq_migrations:' || current_schema()))"},
 	VersionTable: "duroq_migrations",
+	TableExists:  `SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1`,
 	Placeholder:  func(n int) string { return fmt.Sprintf("$%d", n) },
 }
 

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -32,6 +33,10 @@ import (
 
 //go:embed migrations/*.sql
 var migrations embed.FS
+
+// Migrations returns this package's migration files, under "migrations/" and named
+// NNNN_description.sql, for tools that show or apply them (duroq migrate).
+func Migrations() fs.FS { return migrations }
 
 // MigrationLine names this package's migrations in the shared duroq_migrations table.
 const MigrationLine = "mq"

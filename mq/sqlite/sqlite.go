@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"slices"
 	"strings"
@@ -30,6 +31,10 @@ import (
 
 //go:embed migrations/*.sql
 var migrations embed.FS
+
+// Migrations returns this package's migration files, under "migrations/" and named
+// NNNN_description.sql, for tools that show or apply them (duroq migrate).
+func Migrations() fs.FS { return migrations }
 
 // MigrationLine names this package's migrations in the shared duroq_migrations table.
 const MigrationLine = "mq"

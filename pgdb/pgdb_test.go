@@ -1,0 +1,65 @@
+package pgdb_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/jackc/pgx/v5"
+)
+
+// schemaExists reports whether the schema exists on the server at dsn.
+func schemaExists(t *testing.T, ctx context.Context, dsn, schema string) bool {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+func TestExistingSchema(t *testing.T) {
+	dsn, schema := pgtest.Schema(t) // a fresh name, not created yet
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	db, err := pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema, ExistingSchema: true})
+	if err == nil {
+		db.Close()
+		t.Fatalf("Open(ExistingSchema) of missing schema %q succeeded", schema)
+	}
+	if !errors.Is(err, pgdb.ErrNoSchema) || !strings.Contains(err.Error(), schema) {
+		t.Errorf("Open(ExistingSchema) = %v; want ErrNoSchema naming %q", err, schema)
+	}
+	if schemaExists(t, ctx, dsn, schema) {
+		t.Fatalf("Open(ExistingSchema) created schema %q", schema)
+	}
+
+	// Without ExistingSchema, Open creates it; then ExistingSchema opens it.
+	db, err = pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if !schemaExists(t, ctx, dsn, schema) {
+		t.Fatalf("Open did not create schema %q", schema)
+	}
+	db, err = pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema, ExistingSchema: true})
+	if err != nil {
+		t.Fatalf("Open(ExistingSchema) of existing schema: %v", err)
+	}
+	defer db.Close()
+	var got string
+	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&got); err != nil || got != schema {
+		t.Errorf("current_schema() = %q, %v; want %q", got, err, schema)
+	}
+}
