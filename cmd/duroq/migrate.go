@@ -53,9 +53,6 @@ type statusJSON struct {
 func statusFlags(fs *flag.FlagSet) runner {
 	check := fs.Bool("check", false, "exit with status 1 when a migration is pending (for deploy scripts)")
 	return func(ctx context.Context, s *session, _ []string) error {
-		if s.db == "" {
-			return usageError("-db is required")
-		}
 		st, err := s.migrationStatus(ctx)
 		if err != nil {
 			return err
@@ -73,6 +70,9 @@ func statusFlags(fs *flag.FlagSet) runner {
 // migrationStatus reads the state of the database's migration lines, creating
 // nothing.
 func (s *session) migrationStatus(ctx context.Context) (*statusJSON, error) {
+	if s.db == "" {
+		return nil, usageError("-db is required")
+	}
 	t, err := openTarget(ctx, s.db, s.schema)
 	if err != nil {
 		return nil, err
@@ -149,9 +149,6 @@ func (s *session) printStatus(st *statusJSON) error {
 func upFlags(fs *flag.FlagSet) runner {
 	create := fs.Bool("create", false, "create the SQLite file or the PostgreSQL schema if it does not exist")
 	return func(ctx context.Context, s *session, _ []string) error {
-		if s.db == "" {
-			return usageError("-db is required")
-		}
 		st, err := s.migrationStatus(ctx)
 		if err != nil {
 			return err
