@@ -493,11 +493,11 @@ func historyFlags(fs *flag.FlagSet) runner {
 		}
 		views := make([]eventJSON, len(events))
 		for i, e := range events {
-			views[i] = eventJSON{ID: e.EventID, Kind: string(e.Kind), Name: e.Name, Time: time.UnixMilli(e.TimestampMs).UTC(), fields: eventFields(e)}
+			views[i] = eventJSON{ID: e.EventID, Kind: string(e.Kind), Name: e.Name, Time: time.UnixMilli(e.TimestampMs).UTC(), fields: e.Fields()}
 			if len(views[i].fields) > 0 {
 				views[i].Fields = map[string]string{}
 				for _, f := range views[i].fields {
-					views[i].Fields[f[0]] = f[1]
+					views[i].Fields[f.Name] = f.Value
 				}
 			}
 		}
@@ -506,7 +506,7 @@ func historyFlags(fs *flag.FlagSet) runner {
 			for _, e := range views {
 				details := make([]string, len(e.fields))
 				for i, f := range e.fields {
-					details[i] = f[0] + "=" + strconv.Quote(truncate(f[1], 60))
+					details[i] = f.Name + "=" + strconv.Quote(truncate(f.Value, 60))
 				}
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", e.ID, e.Kind, cell(e.Name), when(e.Time), strings.Join(details, " "))
 			}
@@ -516,44 +516,12 @@ func historyFlags(fs *flag.FlagSet) runner {
 
 // eventJSON is a history event as history prints it with -json.
 type eventJSON struct {
-	ID     uint64            `json:"id"`
-	Kind   string            `json:"kind"`
-	Name   string            `json:"name,omitempty"`
-	Time   time.Time         `json:"time"`
-	Fields map[string]string `json:"fields,omitempty"` // the meaningful fields of its kind
-	fields [][2]string       // Fields in order, for the table
-}
-
-// eventFields returns the meaningful fields of e besides its id, kind, name and
-// time, in a fixed order.
-func eventFields(e provider.Event) [][2]string {
-	var f [][2]string
-	add := func(k, v string) {
-		if v != "" {
-			f = append(f, [2]string{k, v})
-		}
-	}
-	if e.SourceEventID != 0 {
-		add("source", strconv.FormatUint(e.SourceEventID, 10))
-	}
-	for _, kv := range [][2]string{{"instance", e.Instance}, {"version", e.Version}, {"input", e.Input}, {"output", e.Output},
-		{"result", e.Result}, {"data", e.Data}, {"reason", e.Reason}, {"parent", e.ParentInstance}, {"session", e.SessionID},
-		{"tag", e.Tag}, {"error", e.Details.DisplayMessage()}, {"key", e.Key}, {"value", e.Value}} {
-		add(kv[0], kv[1])
-	}
-	if e.FireAtMs != 0 {
-		add("fire_at", when(time.UnixMilli(e.FireAtMs)))
-	}
-	if e.Kind == provider.EventCustomStatusUpdated {
-		add("status", deref(e.Status, "(cleared)"))
-	}
-	if n := len(e.CarryForward); n > 0 {
-		add("carried_messages", strconv.Itoa(n))
-	}
-	if e.InitialCustomStatus != nil {
-		add("custom_status", deref(e.InitialCustomStatus, ""))
-	}
-	return f
+	ID     uint64                `json:"id"`
+	Kind   string                `json:"kind"`
+	Name   string                `json:"name,omitempty"`
+	Time   time.Time             `json:"time"`
+	Fields map[string]string     `json:"fields,omitempty"` // the meaningful fields of its kind
+	fields []provider.EventField // Fields in order, for the table
 }
 
 func deref(s *string, none string) string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Constants of the history model.
@@ -105,6 +106,49 @@ func (e *Event) IsTerminal() bool {
 		return true
 	}
 	return false
+}
+
+// EventField is one meaningful field of an event, named as tools show it.
+type EventField struct {
+	Name  string // "input", "result", "error", "fire_at", ...
+	Value string // the field's text; times are RFC 3339 in UTC, to the millisecond
+}
+
+// Fields returns the meaningful fields of e besides its id, kind, name and time, in
+// a fixed order, skipping empty ones: what the CLI and the web UI show of a history
+// event.
+func (e *Event) Fields() []EventField {
+	var f []EventField
+	add := func(name, value string) {
+		if value != "" {
+			f = append(f, EventField{name, value})
+		}
+	}
+	if e.SourceEventID != 0 {
+		add("source", strconv.FormatUint(e.SourceEventID, 10))
+	}
+	for _, kv := range [][2]string{{"instance", e.Instance}, {"version", e.Version}, {"input", e.Input}, {"output", e.Output},
+		{"result", e.Result}, {"data", e.Data}, {"reason", e.Reason}, {"parent", e.ParentInstance}, {"session", e.SessionID},
+		{"tag", e.Tag}, {"error", e.Details.DisplayMessage()}, {"key", e.Key}, {"value", e.Value}} {
+		add(kv[0], kv[1])
+	}
+	if e.FireAtMs != 0 {
+		add("fire_at", time.UnixMilli(e.FireAtMs).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	}
+	if e.Kind == EventCustomStatusUpdated {
+		if e.Status == nil {
+			add("status", "(cleared)")
+		} else {
+			add("status", *e.Status)
+		}
+	}
+	if n := len(e.CarryForward); n > 0 {
+		add("carried_messages", strconv.Itoa(n))
+	}
+	if e.InitialCustomStatus != nil {
+		add("custom_status", *e.InitialCustomStatus)
+	}
+	return f
 }
 
 // WorkItemKind discriminates WorkItem.
