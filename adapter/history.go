@@ -126,8 +126,8 @@ func (p *Provider) ListInstancesByStatus(ctx context.Context, status string) ([]
 }
 
 // ListInstancePage implements provider.ProviderAdmin: one page of the event store's
-// id-ordered stream listing (one more is asked for, to know whether a page follows),
-// then each instance's metadata.
+// id-ordered listing of stream metadata, read at once (one more is asked for, to
+// know whether a page follows).
 func (p *Provider) ListInstancePage(ctx context.Context, q provider.InstanceQuery) (provider.InstancePage, error) {
 	const op = "list_instance_page"
 	if q.Limit < 0 {
@@ -138,27 +138,20 @@ func (p *Provider) ListInstancePage(ctx context.Context, q provider.InstanceQuer
 		limit = provider.DefaultPageSize
 	}
 	limit = min(limit, provider.MaxPageSize)
-	ids, err := p.s.ListStreams(ctx, eventstore.StreamFilter{Status: eventstore.Status(q.Status), Name: q.Orchestration,
+	infos, err := p.s.ListStreamInfos(ctx, eventstore.StreamFilter{Status: eventstore.Status(q.Status), Name: q.Orchestration,
 		IDPrefix: q.IDPrefix, Parent: q.Parent, RootsOnly: q.RootsOnly, CreatedAfter: q.CreatedAfter, CreatedBefore: q.CreatedBefore,
 		UpdatedAfter: q.UpdatedAfter, UpdatedBefore: q.UpdatedBefore, After: q.After, Limit: limit + 1})
 	if err != nil {
 		return provider.InstancePage{}, classify(op, err)
 	}
 	var page provider.InstancePage
-	if len(ids) > limit {
-		ids = ids[:limit]
-		page.Next = ids[limit-1]
+	if len(infos) > limit {
+		infos = infos[:limit]
+		page.Next = infos[limit-1].Stream
 	}
-	page.Instances = make([]provider.InstanceInfo, 0, len(ids))
-	for _, id := range ids {
-		info, err := p.GetInstanceInfo(ctx, id)
-		if errors.Is(err, provider.ErrNotFound) {
-			continue // deleted since it was listed
-		}
-		if err != nil {
-			return provider.InstancePage{}, err
-		}
-		page.Instances = append(page.Instances, info)
+	page.Instances = make([]provider.InstanceInfo, len(infos))
+	for i, info := range infos {
+		page.Instances[i] = instanceInfo(info)
 	}
 	return page, nil
 }
@@ -201,9 +194,13 @@ func (p *Provider) GetInstanceInfo(ctx context.Context, instance string) (provid
 	if err != nil {
 		return provider.InstanceInfo{}, classify("get_instance_info", fmt.Errorf("instance %q: %w", instance, err))
 	}
-	return provider.InstanceInfo{InstanceID: instance, OrchestrationName: info.Name, OrchestrationVersion: info.Version,
+	return instanceInfo(info), nil
+}
+
+func instanceInfo(info eventstore.StreamInfo) provider.InstanceInfo {
+	return provider.InstanceInfo{InstanceID: info.Stream, OrchestrationName: info.Name, OrchestrationVersion: info.Version,
 		CurrentExecutionID: uint64(info.CurrentPartition), Status: string(info.Status), Output: info.Output,
-		ParentInstanceID: info.Parent, CreatedAt: info.CreatedAt, UpdatedAt: info.UpdatedAt}, nil
+		ParentInstanceID: info.Parent, CreatedAt: info.CreatedAt, UpdatedAt: info.UpdatedAt}
 }
 
 // GetExecutionInfo implements provider.ProviderAdmin.

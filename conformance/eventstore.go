@@ -234,11 +234,35 @@ func (x *esT) wantPartitions(stream, rule string, want ...int64) {
 	}
 }
 
+// list returns the ids ListStreams gives for f, checking that ListStreamInfos
+// lists the same streams, each described as Stream describes it.
 func (x *esT) list(f eventstore.StreamFilter) []string {
 	x.Helper()
 	ids, err := x.s.ListStreams(x.Context(), f)
 	x.ok(err, fmt.Sprintf("ListStreams(%+v)", f))
+	x.wantInfos(f, ids)
 	return ids
+}
+
+// wantInfos checks that ListStreamInfos(f) describes exactly the streams ids, in
+// order, as Stream does.
+func (x *esT) wantInfos(f eventstore.StreamFilter, ids []string) []eventstore.StreamInfo {
+	x.Helper()
+	infos, err := x.s.ListStreamInfos(x.Context(), f)
+	x.ok(err, fmt.Sprintf("ListStreamInfos(%+v)", f))
+	listed := make([]string, len(infos))
+	for i, info := range infos {
+		listed[i] = info.Stream
+	}
+	if !slices.Equal(listed, ids) && !(len(listed) == 0 && len(ids) == 0) {
+		x.Fatalf("ListStreamInfos(%+v) lists %q; ListStreams lists %q (the same streams, in id order)", f, listed, ids)
+	}
+	for _, info := range infos {
+		if want := x.info(info.Stream); !esSameInfo(info, want) {
+			x.Fatalf("ListStreamInfos(%+v) describes %q as %+v; Stream says %+v", f, info.Stream, info, want)
+		}
+	}
+	return infos
 }
 
 func (x *esT) wantList(f eventstore.StreamFilter, rule string, want ...string) {

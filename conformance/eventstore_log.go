@@ -358,6 +358,10 @@ func esBadInput(x *esT) {
 		{"KVGet(empty key)", func() error { _, _, err := x.s.KVGet(ctx, "s", ""); return err }()},
 		{"SetCustomStatus(empty stream)", func() error { _, err := x.s.SetCustomStatus(ctx, "", nil); return err }()},
 		{"ListStreams(Limit -1)", func() error { _, err := x.s.ListStreams(ctx, eventstore.StreamFilter{Limit: -1}); return err }()},
+		{"ListStreamInfos(Limit -1)", func() error {
+			_, err := x.s.ListStreamInfos(ctx, eventstore.StreamFilter{Limit: -1})
+			return err
+		}()},
 		{"Delete(empty id)", func() error { _, err := x.s.Delete(ctx, []string{""}, eventstore.DeleteOptions{}); return err }()},
 		{"DeleteWhere(Parent set)", func() error {
 			_, err := x.s.DeleteWhere(ctx, eventstore.StreamFilter{Parent: "p"})
@@ -429,6 +433,7 @@ func esCallAll(ctx context.Context, s eventstore.EventStore) map[string]error {
 	_, errs["Partitions"] = s.Partitions(ctx, "s")
 	_, errs["Stream"] = s.Stream(ctx, "s")
 	_, errs["ListStreams"] = s.ListStreams(ctx, eventstore.StreamFilter{})
+	_, errs["ListStreamInfos"] = s.ListStreamInfos(ctx, eventstore.StreamFilter{})
 	_, errs["SetCustomStatus"] = s.SetCustomStatus(ctx, "s", &v)
 	_, _, errs["CustomStatus"] = s.CustomStatus(ctx, "s", 0)
 	_, _, errs["KVGet"] = s.KVGet(ctx, "s", "k")

@@ -22,6 +22,8 @@ var esMetaCases = []esCase{
 	{"Meta/ListStreams", esListStreams},
 	{"Meta/ListStreamsByNamePrefixAndTime", esListStreamsByNamePrefixAndTime},
 	{"Meta/ListStreamsPages", esListStreamsPages},
+	{"Meta/ListStreamInfosDescribeEachStream", esListStreamInfos},
+	{"Meta/ListStreamInfosPages", esListStreamInfosPages},
 	{"Meta/UpdatedAtTracksWrites", esUpdatedAtTracksWrites},
 }
 
@@ -273,6 +275,87 @@ func esListStreamsPages(x *esT) {
 	want := []string{"s00", "s02", "s04", "s06", "s08", "s10", "s12", "s13", "s14", "s18"}
 	if !slices.Equal(got, want) {
 		x.Fatalf("pages of 3 listed %q, want %q (each once, in id order; created after the cursor: listed; before it or deleted: not)", got, want)
+	}
+}
+
+// ListStreamInfos lists what ListStreams lists under every filter, each stream
+// described as Stream describes it (x.list checks both): current partitions above
+// 1, ended and running ones, outputs, pinned versions, custom statuses set and
+// cleared, parents, a stream made by Update alone and an opaque status.
+func esListStreamInfos(x *esT) {
+	x.wantList(eventstore.StreamFilter{}, "an empty store lists nothing")
+	x.update("order-1", eventstore.StreamUpdate{Partition: 1, Name: esPtr("Checkout"), Version: esPtr("1.0.0"),
+		PinnedVersion: esPtr("0.9.1")})
+	x.append("order-1", 1, 1, 2)
+	x.setCustomStatus("order-1", esPtr("charging"), 1)
+	t1 := x.clock.Advance(time.Minute)
+	x.update("order-1", eventstore.StreamUpdate{Partition: 1, Status: esPtr(eventstore.StatusCompleted), Output: esPtr(`"paid"`)})
+	x.update("order-2", eventstore.StreamUpdate{Partition: 1, Name: esPtr("Checkout"), Version: esPtr("1.1.0")})
+	x.update("order-2", eventstore.StreamUpdate{Partition: 1, Status: esPtr(eventstore.StatusContinuedAsNew), Output: esPtr("next")})
+	x.append("order-2", 2, 1)
+	x.update("order-2", eventstore.StreamUpdate{Partition: 2, Name: esPtr("Checkout"), Version: esPtr("1.1.0"), PinnedVersion: esPtr("1.0.0")})
+	x.setCustomStatus("order-2", esPtr("waiting"), 1)
+	x.setCustomStatus("order-2", nil, 2)
+	x.clock.Advance(time.Minute)
+	x.child("order-2-refund", "order-2", eventstore.StatusFailed)
+	x.update("order-2-refund", eventstore.StreamUpdate{Partition: 1, Name: esPtr("Refund"), Output: esPtr("card declined")})
+	x.update("report", eventstore.StreamUpdate{Partition: 3, Status: esPtr(eventstore.Status("Suspended"))})
+
+	all := []string{"order-1", "order-2", "order-2-refund", "report"}
+	x.wantList(eventstore.StreamFilter{}, "every stream", all...)
+	x.wantList(eventstore.StreamFilter{Status: eventstore.StatusRunning}, "by status", "order-2")
+	x.wantList(eventstore.StreamFilter{Status: "Suspended"}, "an opaque status", "report")
+	x.wantList(eventstore.StreamFilter{Name: "Checkout"}, "by name", "order-1", "order-2")
+	x.wantList(eventstore.StreamFilter{IDPrefix: "order-2"}, "by id prefix", "order-2", "order-2-refund")
+	x.wantList(eventstore.StreamFilter{Parent: "order-2"}, "children", "order-2-refund")
+	x.wantList(eventstore.StreamFilter{RootsOnly: true}, "roots", "order-1", "order-2", "report")
+	x.wantList(eventstore.StreamFilter{Streams: []string{"report", "order-1", "gone"}}, "by ids", "order-1", "report")
+	x.wantList(eventstore.StreamFilter{CreatedAfter: t1}, "created at or after", "order-2", "order-2-refund", "report")
+	x.wantList(eventstore.StreamFilter{UpdatedBefore: t1.Add(time.Minute)}, "updated before", "order-1", "order-2")
+	x.wantList(eventstore.StreamFilter{CompletedBefore: t1.Add(time.Hour)}, "completed before", "order-1", "order-2-refund")
+	x.wantList(eventstore.StreamFilter{RootsOnly: true, After: "order-1", Limit: 1}, "a page of a filtered list", "order-2")
+}
+
+// Paging with ListStreamInfos alone (the cursor is the last info's Stream) lists
+// every selected stream once, in id order, each described as it is when its page is
+// read: metadata changed between pages shows on the later pages.
+func esListStreamInfosPages(x *esT) {
+	for i := range 9 {
+		stream := fmt.Sprintf("s%d", i)
+		x.append(stream, 1, 1)
+		x.update(stream, eventstore.StreamUpdate{Partition: 1, Name: esPtr("Orch")})
+	}
+	x.update("s4", eventstore.StreamUpdate{Partition: 1, Name: esPtr("Other")})
+	f := eventstore.StreamFilter{Name: "Orch", Limit: 3}
+	var got []string
+	for page := 0; ; page++ {
+		if page > 10 {
+			x.Fatalf("paging did not end: %q", got)
+		}
+		ids := x.list(f) // ListStreams' ids, their infos checked against Stream
+		infos := x.wantInfos(f, ids)
+		if len(infos) == 0 {
+			break
+		}
+		for _, info := range infos {
+			got = append(got, info.Stream)
+			if info.Name != "Orch" {
+				x.Fatalf("ListStreamInfos(Name Orch) listed %q named %q", info.Stream, info.Name)
+			}
+		}
+		f.After = infos[len(infos)-1].Stream
+		if page == 0 { // the streams ahead change: one ends, one is renamed away
+			x.clock.Advance(time.Second)
+			x.end("s5", 1, eventstore.StatusCompleted)
+			x.update("s6", eventstore.StreamUpdate{Partition: 1, Name: esPtr("Other")})
+		}
+	}
+	want := []string{"s0", "s1", "s2", "s3", "s5", "s7", "s8"}
+	if !slices.Equal(got, want) {
+		x.Fatalf("pages of 3 listed %q, want %q (each once, in id order; renamed away before its page: not listed)", got, want)
+	}
+	if infos := x.wantInfos(eventstore.StreamFilter{Streams: []string{"s5"}}, []string{"s5"}); infos[0].Status != eventstore.StatusCompleted {
+		x.Fatalf("s5 listed as %+v after it completed", infos[0])
 	}
 }
 

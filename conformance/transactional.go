@@ -41,6 +41,7 @@ func TestTransactional(t *testing.T, f TxPairFactory) {
 		{"AckCommitsWithHistory", testTxAckCommitsWithHistory},
 		{"DequeueInTransactionLocksUntilRollback", testTxDequeueLocksUntilRollback},
 		{"ReadStatesSkipsAbsentStreams", testTxReadStates},
+		{"ListStreamInfosSeesOwnWrites", testTxListStreamInfos},
 		{"CommitWakesWaitingConsumer", testTxCommitWakesWaitingConsumer},
 		{"ForeignTransactionIsRefused", testTxForeignTransactionIsRefused},
 	} {
@@ -230,6 +231,36 @@ func testTxReadStates(t *testing.T, p txPair) {
 	}
 	if len(states) != 1 || states["one"] == nil || len(states["one"].Events) != 2 || states["one"].Info.CurrentPartition != 1 {
 		t.Fatalf("ReadStates(one, absent) = %+v; want only one, with its 2 events in partition 1", states)
+	}
+}
+
+// testTxListStreamInfos lists, inside a transaction, a stream the transaction
+// renamed, and after the rollback the stream as it was.
+func testTxListStreamInfos(t *testing.T, p txPair) {
+	ctx := t.Context()
+	if err := p.s.Append(ctx, "one", 1, txEvents); err != nil {
+		t.Fatal(err)
+	}
+	byName := eventstore.StreamFilter{Name: "renamed"}
+	boom := errors.New("the caller gives up")
+	err := p.run(t, func(ctx context.Context, _ mq.QueueTx, s eventstore.StoreTx) error {
+		if err := s.Update(ctx, "one", eventstore.StreamUpdate{Partition: 1, Name: ptr("renamed")}); err != nil {
+			return err
+		}
+		infos, err := s.ListStreamInfos(ctx, byName)
+		if err != nil {
+			return err
+		}
+		if len(infos) != 1 || infos[0].Stream != "one" || infos[0].Name != "renamed" || infos[0].CurrentPartition != 1 {
+			t.Errorf("ListStreamInfos(Name renamed) in the transaction that renamed one = %+v; want one, renamed", infos)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Run = %v; want the function's error", err)
+	}
+	if infos, err := p.s.ListStreamInfos(ctx, byName); err != nil || len(infos) != 0 {
+		t.Fatalf("ListStreamInfos(Name renamed) after the rollback = %+v, %v; want none", infos, err)
 	}
 }
 

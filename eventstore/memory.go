@@ -536,6 +536,11 @@ func (m *Memory) StreamTx(ctx context.Context, tx *txn.MemoryTx, stream string) 
 	if s == nil {
 		return StreamInfo{}, NotFound(op, stream)
 	}
+	return s.info(stream), nil
+}
+
+// info returns the stream's metadata, copied out.
+func (s *memStream) info(stream string) StreamInfo {
 	info := StreamInfo{
 		Stream:              stream,
 		Name:                s.meta.name,
@@ -553,7 +558,7 @@ func (m *Memory) StreamTx(ctx context.Context, tx *txn.MemoryTx, stream string) 
 		info.PinnedVersion = cloneString(p.meta.pinned)
 		info.CompletedAt = p.meta.completed
 	}
-	return info, nil
+	return info
 }
 
 // ListStreams implements Metadata.
@@ -575,6 +580,32 @@ func (m *Memory) ListStreamsTx(ctx context.Context, tx *txn.MemoryTx, f StreamFi
 		return nil, err
 	}
 	return m.list(f), nil
+}
+
+// ListStreamInfos implements Metadata.
+func (m *Memory) ListStreamInfos(ctx context.Context, f StreamFilter) (infos []StreamInfo, err error) {
+	err = m.view(ctx, "list stream infos", func(tx *txn.MemoryTx) error {
+		infos, err = m.ListStreamInfosTx(ctx, tx, f)
+		return err
+	})
+	return infos, err
+}
+
+// ListStreamInfosTx is ListStreamInfos inside tx.
+func (m *Memory) ListStreamInfosTx(ctx context.Context, tx *txn.MemoryTx, f StreamFilter) ([]StreamInfo, error) {
+	const op = "list stream infos"
+	if err := m.usableTx(ctx, tx, op); err != nil {
+		return nil, err
+	}
+	if err := CheckFilter(op, f); err != nil {
+		return nil, err
+	}
+	ids := m.list(f)
+	infos := make([]StreamInfo, len(ids))
+	for i, id := range ids {
+		infos[i] = m.streams[id].info(id)
+	}
+	return infos, nil
 }
 
 func (m *Memory) list(f StreamFilter) []string {

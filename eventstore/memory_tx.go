@@ -92,6 +92,10 @@ func (t memoryTx) ListStreams(ctx context.Context, f StreamFilter) ([]string, er
 	return t.m.ListStreamsTx(ctx, t.tx, f)
 }
 
+func (t memoryTx) ListStreamInfos(ctx context.Context, f StreamFilter) ([]StreamInfo, error) {
+	return t.m.ListStreamInfosTx(ctx, t.tx, f)
+}
+
 func (t memoryTx) Delete(ctx context.Context, streams []string, o DeleteOptions) (DeleteResult, error) {
 	return t.m.DeleteTx(ctx, t.tx, streams, o)
 }

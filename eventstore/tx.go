@@ -47,6 +47,9 @@ type StoreTx interface {
 	ApplyKV(ctx context.Context, stream string, partition int64, muts []KVMutation) error
 	// ListStreams returns the ids of the streams f selects, as Metadata.ListStreams.
 	ListStreams(ctx context.Context, f StreamFilter) ([]string, error)
+	// ListStreamInfos returns the metadata of the streams f selects, as
+	// Metadata.ListStreamInfos.
+	ListStreamInfos(ctx context.Context, f StreamFilter) ([]StreamInfo, error)
 	// Delete removes streams with their descendants, as Admin.Delete.
 	Delete(ctx context.Context, streams []string, o DeleteOptions) (DeleteResult, error)
 	// DeleteWhere deletes the root streams f selects with their descendants, as

@@ -53,6 +53,53 @@ func (s *Store) mergeKV(ctx context.Context, tx *sqlx.Tx, stream string, partiti
 	if err := s.scanRow(ctx, tx, sqlx.Rebind(s.d.Bind, `SELECT EXISTS (SELECT 1 FROM es_kv_delta WHERE stream = ?)`), []any{stream}, &pending); err != nil || !pending {
 		return err
 	}
+	return s.merge(ctx, tx, stream, partition)
+}
+
+// mergeEnded merges the KV delta of the commits that end their partition, probing
+// for the streams that have one in one statement for all of them.
+func (s *Store) mergeEnded(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error {
+	ended := make(map[string]int64) // the partition each ends
+	var streams []string
+	for _, c := range commits {
+		if st := c.Update.Status; st != nil && st.EndsPartition() {
+			ended[c.Stream] = c.Update.Partition
+			streams = append(streams, c.Stream)
+		}
+	}
+	if len(streams) == 0 {
+		return nil
+	}
+	list, err := s.streamList(streams)
+	if err != nil {
+		return err
+	}
+	rows, err := s.d.Query(ctx, tx, sqlx.Rebind(s.d.Bind, "SELECT DISTINCT s.stream FROM es_kv_delta s WHERE "+s.d.Queries.StreamIn), list)
+	if err != nil {
+		return err
+	}
+	var pending []string
+	for rows.Next() {
+		var stream string
+		if err := rows.Scan(&stream); err != nil {
+			rows.Close()
+			return err
+		}
+		pending = append(pending, stream)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	for _, stream := range pending {
+		if err := s.merge(ctx, tx, stream, ended[stream]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// merge runs the three merge statements of a stream's ended partition.
+func (s *Store) merge(ctx context.Context, tx *sqlx.Tx, stream string, partition int64) error {
 	for _, q := range []string{s.d.Queries.MergeKVSet, s.d.Queries.MergeKVClear, s.d.Queries.MergeKVDrop} {
 		if _, err := s.d.Exec(ctx, tx, q, stream, partition); err != nil {
 			return err
@@ -90,14 +137,7 @@ func (s *Store) CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventst
 		if err := s.d.CommitMany(ctx, tx, commits, micros(s.now())); err != nil {
 			return err
 		}
-		for _, c := range commits {
-			if st := c.Update.Status; st != nil && st.EndsPartition() {
-				if err := s.mergeKV(ctx, tx, c.Stream, c.Update.Partition); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		return s.mergeEnded(ctx, tx, commits)
 	})
 }
 
@@ -173,31 +213,102 @@ func (s *Store) ListStreamsTx(ctx context.Context, q sqlx.QueryerContext, f even
 	return ids, s.wrap(op, "", err)
 }
 
-// listStreams builds the query of a filter; every condition has an index or a
-// primary key behind it except CompletedBefore (an admin query). With lock set (q
-// must be a transaction) the selected streams are locked (Queries.LockSelected),
-// and a stream changed meanwhile is selected only if it still matches.
+// ListStreamInfos implements eventstore.Metadata.
+func (s *Store) ListStreamInfos(ctx context.Context, f eventstore.StreamFilter) ([]eventstore.StreamInfo, error) {
+	return s.ListStreamInfosTx(ctx, s.db, f)
+}
+
+// ListStreamInfosTx is ListStreamInfos through q, in one statement.
+func (s *Store) ListStreamInfosTx(ctx context.Context, q sqlx.QueryerContext, f eventstore.StreamFilter) ([]eventstore.StreamInfo, error) {
+	const op = "list stream infos"
+	if err := s.usableWith(ctx, op, q); err != nil {
+		return nil, err
+	}
+	if err := eventstore.CheckFilter(op, f); err != nil {
+		return nil, err
+	}
+	infos, err := s.listStreamInfos(ctx, q, f)
+	return infos, s.wrap(op, "", err)
+}
+
+func (s *Store) listStreamInfos(ctx context.Context, q sqlx.QueryerContext, f eventstore.StreamFilter) ([]eventstore.StreamInfo, error) {
+	query, args, err := s.streamInfosQuery(f)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.d.Query(ctx, q, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	infos := []eventstore.StreamInfo{}
+	for rows.Next() {
+		var (
+			stream string
+			r      streamRow
+		)
+		if err := rows.Scan(append([]any{&stream}, r.dest()...)...); err != nil {
+			return nil, err
+		}
+		infos = append(infos, r.info(stream))
+	}
+	return infos, rows.Err()
+}
+
+// streamInfosQuery returns ListStreamInfos' statement for f and its arguments. The
+// page's streams are selected first, then joined with their current partitions: a
+// join of the whole selection could merge es_partitions from its start, reading
+// every partition before a deep page.
+func (s *Store) streamInfosQuery(f eventstore.StreamFilter) (string, []any, error) {
+	page, args, err := s.selectStreams("s.*", f)
+	return sqlx.Rebind(s.d.Bind, "SELECT s.stream, "+streamFields+" FROM ("+page+") s "+joinCurrentPartition+" ORDER BY s.stream"), args, err
+}
+
+// listStreams selects the ids of the streams f selects. With lock set (q must be a
+// transaction) the selected streams are locked (Queries.LockSelected), and a stream
+// changed meanwhile is selected only if it still matches.
 func (s *Store) listStreams(ctx context.Context, q sqlx.QueryerContext, f eventstore.StreamFilter, lock bool) ([]string, error) {
+	query, args, err := s.selectStreams("s.stream", f)
+	if err != nil {
+		return nil, err
+	}
+	if lock {
+		query += s.d.Queries.LockSelected
+	}
+	ids := []string{}
+	err = sqlx.SelectContext(ctx, q, &ids, sqlx.Rebind(s.d.Bind, query), args...)
+	return ids, err
+}
+
+// selectStreams returns the query, written with ?, of columns of the streams s
+// that f selects, in id order, and its arguments.
+//
+// A page is a range of an index in id order, whatever the number of streams: the
+// primary key (no condition, IDPrefix, After), es_streams_status (Status),
+// es_streams_name (Name), es_streams_parent (Parent) and es_streams_roots
+// (RootsOnly), each keyed by the column, then the id (PostgreSQL's planner may read
+// the primary key and skip the other streams instead when a status or name is
+// common: a page then reads about Limit divided by its share). The time ranges and
+// CompletedBefore have none: a time index would give the rows in time order, to be
+// sorted by id, so they filter a scan in id order (along one of the indexes when
+// another condition is set), which stops at the page's end but reads every stream
+// it passes. Streams looks its ids up in the primary key.
+func (s *Store) selectStreams(columns string, f eventstore.StreamFilter) (string, []any, error) {
 	var (
 		query strings.Builder
 		conds []string
 		args  []any
 	)
-	query.WriteString("SELECT s.stream FROM es_streams s")
+	query.WriteString("SELECT " + columns + " FROM es_streams s")
 	if !f.CompletedBefore.IsZero() {
 		query.WriteString(" JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition")
 		conds = append(conds, "p.completed_at < ?")
 		args = append(args, micros(f.CompletedBefore))
 	}
 	if f.Streams != nil {
-		// One parameter, whatever the number of ids (no bound-variable limit).
-		var ids any = f.Streams
-		if !s.d.Arrays {
-			text, err := json.Marshal(f.Streams)
-			if err != nil {
-				return nil, err
-			}
-			ids = string(text)
+		ids, err := s.streamList(f.Streams)
+		if err != nil {
+			return "", nil, err
 		}
 		conds = append(conds, s.d.Queries.StreamIn)
 		args = append(args, ids)
@@ -252,12 +363,17 @@ func (s *Store) listStreams(ctx context.Context, q sqlx.QueryerContext, f events
 		query.WriteString(" LIMIT ?")
 		args = append(args, f.Limit)
 	}
-	if lock {
-		query.WriteString(s.d.Queries.LockSelected)
+	return query.String(), args, nil
+}
+
+// streamList binds ids as the one parameter of Queries.StreamIn, whatever their
+// number (no bound-variable limit): an array, or JSON text (see Dialect.Arrays).
+func (s *Store) streamList(ids []string) (any, error) {
+	if s.d.Arrays {
+		return ids, nil
 	}
-	ids := []string{}
-	err := sqlx.SelectContext(ctx, q, &ids, sqlx.Rebind(s.d.Bind, query.String()), args...)
-	return ids, err
+	text, err := json.Marshal(ids)
+	return string(text), err
 }
 
 // SetCustomStatus implements eventstore.Metadata.

@@ -11,11 +11,18 @@ import (
 
 // StreamColumns selects what a streamRow scans, from es_streams s joined with its
 // current partition p: Queries.Stream adds the condition.
-const StreamColumns = `s.name, s.version, COALESCE(s.parent, ''), s.status, s.current_partition,
-	s.custom_status, s.custom_status_version, s.created_at, s.updated_at,
-	p.status, p.output, p.pinned_version, p.completed_at
+const StreamColumns = streamFields + `
 FROM es_streams s
-LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition`
+` + joinCurrentPartition
+
+// streamFields are the columns a streamRow scans, of a stream s and its current
+// partition p.
+const streamFields = `s.name, s.version, COALESCE(s.parent, ''), s.status, s.current_partition,
+	s.custom_status, s.custom_status_version, s.created_at, s.updated_at,
+	p.status, p.output, p.pinned_version, p.completed_at`
+
+// joinCurrentPartition joins to the streams s their current partitions p.
+const joinCurrentPartition = `LEFT JOIN es_partitions p ON p.stream = s.stream AND p.partition = s.current_partition`
 
 // ReadStatesTx reads through q, for each of streams that exists, what StreamTx,
 // ReadTx of its current partition and KVSnapshotTx would: three statements for any

@@ -64,6 +64,10 @@ func (x storeTx) ListStreams(ctx context.Context, f eventstore.StreamFilter) ([]
 	return x.s.ListStreamsTx(ctx, x.tx, f)
 }
 
+func (x storeTx) ListStreamInfos(ctx context.Context, f eventstore.StreamFilter) ([]eventstore.StreamInfo, error) {
+	return x.s.ListStreamInfosTx(ctx, x.tx, f)
+}
+
 func (x storeTx) Delete(ctx context.Context, streams []string, o eventstore.DeleteOptions) (eventstore.DeleteResult, error) {
 	return x.s.DeleteTx(ctx, x.tx, streams, o)
 }

@@ -25,6 +25,7 @@ var allowed = map[string][]string{
 	"eventstore/postgres":                {"eventstore", "eventstore/sqlstore", "txn", "internal/", "pgdb", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
 	"eventstore/sqlstore":                {"eventstore", "txn", "internal/sqltext", "internal/sqltx", "github.com/jmoiron/sqlx"},
 	"internal/estest":                    {"eventstore", "internal/migrate", "internal/sqltx", "github.com/jmoiron/sqlx"},
+	"internal/fill":                      {"eventstore", "txn", "runtime/provider", "runtime"},
 	"internal/mqsql":                     {"mq", "txn", "internal/sqltx", "github.com/jmoiron/sqlx"},
 	"internal/mqtest":                    {"mq", "internal/sqltx", "github.com/jmoiron/sqlx"},
 	"internal/sqltx":                     {"txn", "github.com/jmoiron/sqlx"},
