@@ -77,6 +77,8 @@ func main() {
 		err = queuesCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "migrate":
 		err = migrateCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "ui":
+		err = uiMain(os.Args[2:], os.Stdout, os.Stderr)
 	case benchProcessCmd: // a process of `duroq bench -processes`, not for people
 		err = benchProcess(os.Args[2:], os.Stdin, os.Stdout)
 	case "help", "-h", "--help":
@@ -105,6 +107,7 @@ commands:
   export       write recorded execution histories as JSON for the replayer (runtime/runtimetest)
   instances    list, show, cancel, delete... the instances of a database; see duroq instances help
   queues       list, peek, redrive, purge... the queued messages of a database; see duroq queues help
-  migrate      show (status), apply (up) or print (sql) duroq's schema migrations; see duroq migrate help`)
+  migrate      show (status), apply (up) or print (sql) duroq's schema migrations; see duroq migrate help
+  ui           serve the web UI of a database (instances, histories, queues, dead letters); see duroq ui -h`)
 	os.Exit(2)
 }
