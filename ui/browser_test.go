@@ -98,7 +98,7 @@ func TestBrowser(t *testing.T) {
 	want("#instances", parentID)
 	shot("instances.png")
 	run("filter failed", chromedp.SetValue(chromedp.CSS(`#filter select[name="status"]`), "Failed"),
-		chromedp.Click(chromedp.CSS(`#filter button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`tr[data-id="broken-1"]`)))
+		chromedp.Click(chromedp.CSS(`#filter button[type="submit"]`)), chromedp.WaitNotPresent(chromedp.CSS(`tr[data-id="order-1"]`)))
 	if got := text("#instances tbody"); strings.Contains(got, completedID) {
 		t.Errorf("the Failed filter shows %q", got)
 	}

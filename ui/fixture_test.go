@@ -59,6 +59,7 @@ const (
 	cancelID    = "approval-2" // Approval: waits, to be cancelled
 	parentID    = "parent-1"   // Parent: waits for its running child
 	childID     = "parent-1-child"
+	stuckID     = "stuck-1" // Unregistered: no runtime has its code, its start stays queued
 )
 
 // The fixture's queue: "orders" with keys ann and bob, and carol's poison message
@@ -117,7 +118,7 @@ func newFixture(t *testing.T, p *adapter.Provider, o ui.Options) *fixture {
 	wait, stop := context.WithTimeout(t.Context(), time.Minute)
 	defer stop()
 	for _, s := range [][3]string{{completedID, "Order", "ann"}, {"order-2", "Order", "bob"}, {"order-3", "Order", "carol"},
-		{failedID, "Broken", "dave"}, {raiseID, "Approval", "eve"}, {cancelID, "Approval", "frank"}, {parentID, "Parent", "gina"}} {
+		{failedID, "Broken", "dave"}, {raiseID, "Approval", "eve"}, {cancelID, "Approval", "frank"}, {parentID, "Parent", "gina"}, {stuckID, "Unregistered", "hal"}} {
 		if err := f.client.StartOrchestration(wait, s[0], s[1], s[2]); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/duroq/duroq/mq"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 // queueRow is a queue as the overview and the queue list show it.
@@ -58,6 +59,14 @@ type messageRow struct {
 	Payload string // the payload as text when it is UTF-8, else "" (Binary says so)
 	Binary  bool
 	Redrive string // the link redriving this dead letter; "" for others or read-only
+	Work    *workItemView
+}
+
+// workItemView is a runtime work item found in a queue of the UI's provider.
+type workItemView struct {
+	Kind, Name, Instance string
+	Link                 string // the instance's page
+	Fields               []provider.EventField
 }
 
 const queuePageSize = 50
@@ -107,9 +116,13 @@ func (h *handler) queue(r *http.Request) (*view, error) {
 			row.State = "delayed"
 		}
 		payload := m.Payload[:min(len(m.Payload), displayLimit)]
-		if utf8.Valid(payload) {
+		switch {
+		case utf8.Valid(payload):
 			row.Payload = clip(string(m.Payload), displayLimit)
-		} else {
+		case h.admin != nil:
+			row.Work = h.workItem(m.Payload)
+			row.Binary = row.Work == nil
+		default:
 			row.Binary = true
 		}
 		d.Messages = append(d.Messages, row)
@@ -132,6 +145,20 @@ func (h *handler) queue(r *http.Request) (*view, error) {
 		d.First = h.link("/queue", base)
 	}
 	return &view{page: "queue.html", title: "Queue " + clip(d.Name, 80), data: d}, nil
+}
+
+// workItem decodes payload as a work item of the runtime (nil if it is not one):
+// the orchestrator and worker queues then say what they hold (which start, which
+// activity, for which instance) rather than showing bytes.
+func (h *handler) workItem(payload []byte) *workItemView {
+	w, err := provider.UnmarshalWorkItem(payload)
+	if err != nil || w.Kind == "" {
+		return nil
+	}
+	id := w.TargetInstance()
+	e := provider.Event{Input: w.Input, Result: w.Result, Data: w.Data, Reason: w.Reason, Details: w.Details, FireAtMs: w.FireAtMs,
+		SessionID: w.SessionID, Tag: w.Tag, Version: w.Version}
+	return &workItemView{Kind: string(w.Kind), Name: w.Name, Instance: id, Link: h.link("/instance", url.Values{"id": {id}}), Fields: e.Fields()}
 }
 
 // redriveTarget reads what a redrive names: the dead-letter queue, and a routing

@@ -178,6 +178,8 @@ func testQueuePages(t *testing.T, f *fixture) {
 	if body := f.page(t, "/queue?name=orders&key=ann"); strings.Contains(body, "bob") {
 		t.Error("key=ann shows bob's message")
 	}
+	f.page(t, "/queue?name=orchestrator", `StartOrchestration</span> Unregistered for <a href="/instance?id=stuck-1">stuck-1</a>`, "hal")
+	f.page(t, "/instance?id="+stuckID, `id="status">Pending`, "Unregistered")
 	f.page(t, "/queue?name=orders.dead", "dead letter", "from orders", deadReason, "dead-lettered", `{&#34;total&#34;:-5}`, `id="redrive-all"`)
 }
 
