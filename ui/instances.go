@@ -181,7 +181,7 @@ func (h *handler) instances(r *http.Request) (*view, error) {
 }
 
 // statuses are the statuses the listing filters on.
-var statuses = []string{provider.StatusRunning, provider.StatusCompleted, provider.StatusFailed}
+var statuses = []string{provider.StatusRunning, provider.StatusCompleted, provider.StatusFailed, provider.StatusContinuedAsNew}
 
 // timeForms are the time formats a filter accepts, all read as UTC unless they
 // carry a zone: RFC 3339, what an HTML datetime-local input sends, and a date.
