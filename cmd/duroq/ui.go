@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os/signal"
 	"syscall"
 	"time"
@@ -60,7 +61,7 @@ func uiCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *readOnly {
 		mode = " (read-only)"
 	}
-	fmt.Fprintf(stdout, "duroq ui: serving %s on http://%s/%s; Ctrl-C stops\n", clip(*db), ln.Addr(), mode)
+	fmt.Fprintf(stdout, "duroq ui: serving %s on http://%s/%s; Ctrl-C stops\n", clip(redacted(*db)), ln.Addr(), mode)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -72,6 +73,14 @@ func uiCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
+}
+
+// redacted is db without the password a PostgreSQL URL may hold.
+func redacted(db string) string {
+	if u, err := url.Parse(db); err == nil && isPostgres(db) {
+		return u.Redacted()
+	}
+	return db
 }
 
 // uiMain runs uiCmd until SIGINT or SIGTERM.

@@ -113,3 +113,12 @@ func TestUICommandRefusesBadCommandLines(t *testing.T) {
 		}
 	}
 }
+
+func TestUIDoesNotPrintThePassword(t *testing.T) {
+	if got := redacted("postgres://app:s3cret@db:5432/app"); strings.Contains(got, "s3cret") || !strings.Contains(got, "app:xxxxx@db") {
+		t.Errorf("redacted: %q", got)
+	}
+	if got := redacted("data/app.db"); got != "data/app.db" {
+		t.Errorf("a SQLite path redacted to %q", got)
+	}
+}
