@@ -36,11 +36,12 @@ type formField struct {
 // doneMessages are what a page says after an action redirected to it (?done=):
 // fixed texts, so that nothing of the link is echoed.
 var doneMessages = map[string]string{
-	"cancel":  "Cancellation recorded: a running runtime delivers it at the instance's next turn.",
-	"raise":   "Event raised: a running runtime delivers it at the instance's next turn (dropped if the orchestration is not waiting for it).",
-	"enqueue": "Message enqueued: the orchestration receives it when it dequeues from that queue.",
-	"delete":  "Instance deleted, with its executions, sub-orchestrations and queued messages.",
-	"redrive": "Dead letters redriven: they are visible again in their queue.",
+	"cancel":          "Cancellation recorded: a running runtime delivers it at the instance's next turn.",
+	"raise":           "Event raised: a running runtime delivers it at the instance's next turn (dropped if the orchestration is not waiting for it).",
+	"enqueue":         "Message enqueued: the orchestration receives it when it dequeues from that queue.",
+	"delete":          "Instance deleted, with its executions, sub-orchestrations and queued messages.",
+	"redrive-message": "Dead letters redriven: they are visible again in their queue.",
+	"delete-message":  "Message deleted.",
 }
 
 // running refuses actions that need an instance that has not ended.

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -48,8 +49,7 @@ type queueData struct {
 	Redrive  string // the link redriving every dead letter shown by the filter; "" when none
 	Next     string
 	First    string
-	Done     string
-	Count    int // messages the action just done moved
+	Done     string // what an action that redirected here did, with how many messages
 }
 
 // messageRow is a stored message as the queue page shows it.
@@ -59,6 +59,7 @@ type messageRow struct {
 	Payload string // the payload as text when it is UTF-8, else "" (Binary says so)
 	Binary  bool
 	Redrive string // the link redriving this dead letter; "" for others or read-only
+	Delete  string // the link deleting this message; "" when read-only
 	Work    *workItemView
 }
 
@@ -77,7 +78,9 @@ func (h *handler) queue(r *http.Request) (*view, error) {
 	if d.Name == "" {
 		return nil, badRequest("no queue name (?name=)")
 	}
-	d.Count, _ = strconv.Atoi(q.Get("n"))
+	if n, err := strconv.Atoi(q.Get("n")); err == nil && d.Done != "" {
+		d.Done += fmt.Sprintf(" (%d %s)", n, map[string]string{"redrive-message": "moved", "delete-message": "deleted"}[q.Get("done")])
+	}
 	opts := mq.PeekOptions{RoutingKey: d.Key, Limit: queuePageSize}
 	if s := q.Get("after"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -103,6 +106,9 @@ func (h *handler) queue(r *http.Request) (*view, error) {
 	now := h.o.Now()
 	for _, m := range msgs {
 		row := messageRow{MessageInfo: m, State: "ready"}
+		if !h.o.ReadOnly {
+			row.Delete = h.link("/queue/delete", url.Values{"name": {d.Name}, "id": {strconv.FormatInt(m.ID, 10)}})
+		}
 		switch {
 		case m.Locked:
 			row.State = "locked"
@@ -161,61 +167,100 @@ func (h *handler) workItem(payload []byte) *workItemView {
 	return &workItemView{Kind: string(w.Kind), Name: w.Name, Instance: id, Link: h.link("/instance", url.Values{"id": {id}}), Fields: e.Fields()}
 }
 
-// redriveTarget reads what a redrive names: the dead-letter queue, and a routing
-// key or message ids (none: every dead letter of the queue).
-func redriveTarget(r *http.Request) (string, mq.RedriveOptions, error) {
+// messageAction is an action on stored messages of a queue, selected by routing
+// key or by id: a confirmation page (GET) and the POST that performs it.
+type messageAction struct {
+	name     string // its path under /queue/, and its ?done= code
+	label    string
+	class    string
+	question string // with %s for what it acts on and %q for the queue
+	needsID  bool   // it acts on one message only, never on a whole queue or key
+	noun     string // "dead letter" or "message"
+	do       func(ctx context.Context, queue string, t messageTarget) (int, error)
+}
+
+// messageTarget is what a message action selects in its queue.
+type messageTarget struct {
+	key string
+	ids []int64
+}
+
+func (h *handler) messageActions() []messageAction {
+	return []messageAction{
+		{name: "redrive", label: "Redrive", noun: "dead letter",
+			question: "Redrive %s of queue %q back to the queue each came from? They become visible at once with their attempt count reset.",
+			do: func(ctx context.Context, queue string, t messageTarget) (int, error) {
+				return h.queues.Redrive(ctx, queue, mq.RedriveOptions{RoutingKey: t.key, IDs: t.ids})
+			}},
+		{name: "delete", label: "Delete", class: "danger", noun: "message", needsID: true,
+			question: "Delete %s of queue %q? A consumer that holds it loses it. This cannot be undone.",
+			do: func(ctx context.Context, queue string, t messageTarget) (int, error) {
+				return h.queues.Purge(ctx, queue, mq.PurgeOptions{RoutingKey: t.key, IDs: t.ids})
+			}},
+	}
+}
+
+// target reads what a message action names: the queue, and a routing key or
+// message ids (none: every message the action applies to in the queue).
+func (a messageAction) target(r *http.Request) (string, messageTarget, error) {
 	name := r.FormValue("name")
 	if name == "" {
-		return "", mq.RedriveOptions{}, badRequest("redrive: no queue name")
+		return "", messageTarget{}, badRequest("%s: no queue name", a.name)
 	}
-	o := mq.RedriveOptions{RoutingKey: r.FormValue("key")}
+	t := messageTarget{key: r.FormValue("key")}
 	for _, s := range r.Form["id"] {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return "", o, badRequest("redrive: message id %q: want a number", clip(s, 100))
+			return "", t, badRequest("%s: message id %q: want a number", a.name, clip(s, 100))
 		}
-		o.IDs = append(o.IDs, id)
+		t.ids = append(t.ids, id)
 	}
-	return name, o, nil
+	if a.needsID && len(t.ids) != 1 {
+		return "", t, badRequest("%s: name one message (id=)", a.name)
+	}
+	return name, t, nil
 }
 
-func (h *handler) confirmRedrive(r *http.Request) (*view, error) {
-	name, o, err := redriveTarget(r)
-	if err != nil {
-		return nil, err
+func (h *handler) confirmMessageAction(a messageAction) func(*http.Request) (*view, error) {
+	return func(r *http.Request) (*view, error) {
+		name, t, err := a.target(r)
+		if err != nil {
+			return nil, err
+		}
+		what := "every " + a.noun
+		switch {
+		case len(t.ids) == 1:
+			what = fmt.Sprintf("%s %d", a.noun, t.ids[0])
+		case len(t.ids) > 1:
+			what = fmt.Sprintf("%d %ss", len(t.ids), a.noun)
+		}
+		if t.key != "" {
+			what += fmt.Sprintf(" of routing key %q", clip(t.key, 200))
+		}
+		hidden := map[string]string{"name": name, "key": t.key}
+		if len(t.ids) == 1 {
+			hidden["id"] = strconv.FormatInt(t.ids[0], 10)
+		}
+		return &view{page: "confirm.html", title: a.label, data: confirmData{
+			Question: fmt.Sprintf(a.question, what, clip(name, 200)), Action: h.link("/queue/"+a.name, nil), Hidden: hidden,
+			Submit: a.label, Class: a.class, Back: h.link("/queue", url.Values{"name": {name}})}}, nil
 	}
-	what := "every dead letter"
-	switch {
-	case len(o.IDs) == 1:
-		what = fmt.Sprintf("dead letter %d", o.IDs[0])
-	case len(o.IDs) > 1:
-		what = fmt.Sprintf("%d dead letters", len(o.IDs))
-	}
-	if o.RoutingKey != "" {
-		what += fmt.Sprintf(" of routing key %q", clip(o.RoutingKey, 200))
-	}
-	hidden := map[string]string{"name": name, "key": o.RoutingKey}
-	if len(o.IDs) == 1 {
-		hidden["id"] = strconv.FormatInt(o.IDs[0], 10)
-	}
-	back := url.Values{"name": {name}}
-	return &view{page: "confirm.html", title: "Redrive", data: confirmData{
-		Question: fmt.Sprintf("Redrive %s of queue %q back to the queue each came from? They become visible at once with their attempt count reset.", what, clip(name, 200)),
-		Action:   h.link("/queue/redrive", nil), Hidden: hidden, Submit: "Redrive", Back: h.link("/queue", back)}}, nil
 }
 
-func (h *handler) redrive(r *http.Request) (*view, error) {
-	r.Body = http.MaxBytesReader(nil, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
-		return nil, badRequest("redrive: reading the form: %v", err)
+func (h *handler) doMessageAction(a messageAction) func(*http.Request) (*view, error) {
+	return func(r *http.Request) (*view, error) {
+		r.Body = http.MaxBytesReader(nil, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			return nil, badRequest("%s: reading the form: %v", a.name, err)
+		}
+		name, t, err := a.target(r)
+		if err != nil {
+			return nil, err
+		}
+		n, err := a.do(r.Context(), name, t)
+		if err != nil {
+			return nil, fmt.Errorf("%s in queue %q: %w", a.name, clip(name, 200), err)
+		}
+		return &view{redirect: "/queue?" + url.Values{"name": {name}, "done": {a.name + "-message"}, "n": {strconv.Itoa(n)}}.Encode()}, nil
 	}
-	name, o, err := redriveTarget(r)
-	if err != nil {
-		return nil, err
-	}
-	n, err := h.queues.Redrive(r.Context(), name, o)
-	if err != nil {
-		return nil, fmt.Errorf("redrive queue %q: %w", clip(name, 200), err)
-	}
-	return &view{redirect: "/queue?" + url.Values{"name": {name}, "done": {"redrive"}, "n": {strconv.Itoa(n)}}.Encode()}, nil
 }

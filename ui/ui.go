@@ -121,8 +121,10 @@ func (h *handler) routes() {
 	if h.queues != nil {
 		h.mux.Handle("GET /queues", h.page(h.queueList))
 		h.mux.Handle("GET /queue", h.page(h.queue))
-		h.mux.Handle("GET /queue/redrive", h.page(h.confirmRedrive))
-		h.mux.Handle("POST /queue/redrive", h.page(h.redrive))
+		for _, a := range h.messageActions() {
+			h.mux.Handle("GET /queue/"+a.name, h.page(h.confirmMessageAction(a)))
+			h.mux.Handle("POST /queue/"+a.name, h.page(h.doMessageAction(a)))
+		}
 	}
 	h.mux.Handle("/", h.page(func(*http.Request) (*view, error) {
 		return nil, &httpError{http.StatusNotFound, "no such page"}

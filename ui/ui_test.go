@@ -107,6 +107,7 @@ func TestUI(t *testing.T) {
 			t.Run("Cancel", func(t *testing.T) { testCancel(t, f) })
 			t.Run("Delete", func(t *testing.T) { testDelete(t, f) })
 			t.Run("Redrive", func(t *testing.T) { testRedrive(t, f) })
+			t.Run("DeleteAStuckStart", func(t *testing.T) { testDeleteMessage(t, f) })
 		})
 	}
 }
@@ -270,11 +271,33 @@ func testDelete(t *testing.T, f *fixture) {
 func testRedrive(t *testing.T, f *fixture) {
 	f.page(t, "/queue/redrive?name=orders.dead", "Redrive every dead letter of queue &#34;orders.dead&#34;")
 	code, loc, _ := f.post(t, "/queue/redrive", url.Values{"name": {"orders.dead"}})
-	if code != http.StatusSeeOther || loc != "/queue?done=redrive&n=1&name=orders.dead" {
+	if code != http.StatusSeeOther || loc != "/queue?done=redrive-message&n=1&name=orders.dead" {
 		t.Fatalf("redrive: %d to %q", code, loc)
 	}
 	f.page(t, loc, "Dead letters redriven", "(1 moved)", "No message.")
 	f.page(t, "/queue?name=orders&key=carol", `{&#34;total&#34;:-5}`, deadReason)
+}
+
+// testDeleteMessage deletes the start no runtime can run from the orchestrator
+// queue: the instance is gone.
+func testDeleteMessage(t *testing.T, f *fixture) {
+	body := f.page(t, "/queue?name=orchestrator", "Unregistered")
+	m := regexp.MustCompile(`href="/queue/delete\?id=(\d+)&amp;name=orchestrator"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("the orchestrator queue's page offers no delete")
+	}
+	f.page(t, "/queue/delete?name=orchestrator&id="+m[1], "Delete message "+m[1]+" of queue &#34;orchestrator&#34;?")
+	if code, _, body := f.post(t, "/queue/delete", url.Values{"name": {"orchestrator"}}); code != http.StatusBadRequest || !strings.Contains(body, "name one message") {
+		t.Errorf("a delete without an id: %d, want 400", code)
+	}
+	code, loc, _ := f.post(t, "/queue/delete", url.Values{"name": {"orchestrator"}, "id": {m[1]}})
+	if code != http.StatusSeeOther || loc != "/queue?done=delete-message&n=1&name=orchestrator" {
+		t.Fatalf("delete: %d to %q", code, loc)
+	}
+	f.page(t, loc, "Message deleted. (1 deleted)")
+	if code, _ := f.get(t, "/instance?id="+stuckID); code != http.StatusNotFound {
+		t.Errorf("the stuck start after its message was deleted: %d, want 404", code)
+	}
 }
 
 // waitFor waits until the instance reaches state.
@@ -294,10 +317,10 @@ func TestReadOnly(t *testing.T) {
 	if strings.Contains(body, "/instance/cancel") || strings.Contains(body, "/instance/delete") {
 		t.Error("a read-only UI offers actions")
 	}
-	if body := f.page(t, "/queue?name=orders.dead"); strings.Contains(body, "/queue/redrive") {
-		t.Error("a read-only UI offers a redrive")
+	if body := f.page(t, "/queue?name=orders.dead"); strings.Contains(body, "/queue/redrive") || strings.Contains(body, "/queue/delete") {
+		t.Error("a read-only UI offers a redrive or a delete")
 	}
-	for _, path := range []string{"/instance/cancel", "/queue/redrive"} {
+	for _, path := range []string{"/instance/cancel", "/queue/redrive", "/queue/delete"} {
 		if code, _, _ := f.post(t, path, url.Values{"id": {cancelID}, "name": {"orders.dead"}}); code != http.StatusForbidden {
 			t.Errorf("POST %s: %d, want 403", path, code)
 		}
