@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/duroq/duroq/adapter"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime"
 	"github.com/duroq/duroq/sqliteprovider"
 )
@@ -163,7 +166,8 @@ func processOrderFlow(ctx *runtime.Context, o order) (string, error) {
 
 func demo(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
-	path := fs.String("db", "duroq-demo.db", "SQLite database file (reused: a rerun resumes what is there)")
+	path := fs.String("db", "duroq-demo.db", "SQLite database file, or a PostgreSQL URL (postgres://...); reused: a rerun resumes what is there")
+	schema := fs.String("schema", "public", "PostgreSQL schema holding duroq's tables (created if missing)")
 	orders := fs.Int("orders", 40, "number of orders")
 	work := fs.Duration("work", 20*time.Millisecond, "simulated duration of each activity")
 	workers := fs.Int("workers", 8, "concurrent activities")
@@ -172,6 +176,9 @@ func demo(args []string, out io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *fresh && isPostgres(*path) {
+		return errors.New("demo: -fresh deletes a SQLite file; on PostgreSQL name a new -schema instead")
+	}
 	if *fresh {
 		for _, suffix := range []string{"", "-wal", "-shm"} {
 			if err := os.Remove(*path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -179,7 +186,13 @@ func demo(args []string, out io.Writer) error {
 			}
 		}
 	}
-	provider, err := sqliteprovider.Open(*path, sqliteprovider.Options{})
+	var provider *adapter.Provider
+	var err error
+	if isPostgres(*path) {
+		provider, err = pgprovider.Open(ctx, *path, pgprovider.Options{DB: pgdb.Options{Schema: *schema}})
+	} else {
+		provider, err = sqliteprovider.Open(*path, sqliteprovider.Options{})
+	}
 	if err != nil {
 		return err
 	}

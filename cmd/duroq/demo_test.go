@@ -13,6 +13,7 @@ import (
 
 	"github.com/duroq/duroq/adapter"
 	essqlite "github.com/duroq/duroq/eventstore/sqlite"
+	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/internal/sqliteconn/sqliteconntest"
 	mqsqlite "github.com/duroq/duroq/mq/sqlite"
 	"github.com/duroq/duroq/runtime"
@@ -70,6 +71,25 @@ func TestDemoCompletesEveryOrder(t *testing.T) {
 	}
 	if st, err := runtime.NewClient(p).Status(t.Context(), "order-006"); err != nil || st.State != runtime.StateCompleted {
 		t.Fatalf("order-006 in a copy of the demo's closed file: %+v, %v; want it completed", st, err)
+	}
+}
+
+// The demo runs on PostgreSQL too, in the schema it is given, and the UI serves
+// what it left there.
+func TestDemoOnPostgres(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	var out strings.Builder
+	if err := demo([]string{"-db", dsn, "-schema", schema, "-orders", "3", "-work", "1ms"}, &out); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "all 3 orders completed") {
+		t.Fatalf("demo output:\n%s", out.String())
+	}
+	url := serveUI(t, "-db", dsn, "-schema", schema)
+	uiPage(t, url+"/instances?orchestration=ProcessOrder", `data-id="order-001"`, `data-id="order-003"`)
+	uiPage(t, url+"/instance?id=order-002", "approved by the queued message", "ShipOrder")
+	if err := demo([]string{"-db", dsn, "-fresh"}, &out); err == nil || !strings.Contains(err.Error(), "-schema") {
+		t.Errorf("-fresh on PostgreSQL: %v, want a refusal naming -schema", err)
 	}
 }
 

@@ -109,9 +109,13 @@ func TestExportWritesHistoriesTheReplayerReads(t *testing.T) {
 			record(t, p)
 			p.Close()
 
-			var out bytes.Buffer
-			if err := exportCmd(b.args, &out); err != nil {
+			var out, stderr bytes.Buffer
+			if err := export(t.Context(), append(b.args, "-batch", "3"), &out, &stderr); err != nil {
 				t.Fatal(err)
+			}
+			if want := "duroq export: 3 of ~4 instances done (3 executions read)\nduroq export: 4 of ~4 instances done (5 executions read)\n" +
+				"duroq export: wrote 5 executions of 4 instances to standard output\n"; stderr.String() != want {
+				t.Errorf("export told %q; want %q", stderr.String(), want)
 			}
 			all, err := runtimetest.ReadHistories(&out)
 			if err != nil {
@@ -134,8 +138,12 @@ func TestExportWritesHistoriesTheReplayerReads(t *testing.T) {
 			}
 
 			file := filepath.Join(t.TempDir(), "greetings.json")
-			if err := exportCmd(append(b.args, "-orchestration", "Greeting", "-instance", "ann", "-instance", "chain", "-o", file), &out); err != nil {
+			stderr.Reset()
+			if err := export(t.Context(), append(b.args, "-orchestration", "Greeting", "-instance", "ann", "-instance", "chain", "-o", file, "-quiet"), &out, &stderr); err != nil {
 				t.Fatal(err)
+			}
+			if want := "duroq export: wrote 1 executions of 2 instances to " + file + "\n"; stderr.String() != want {
+				t.Errorf("export -quiet told %q; want %q", stderr.String(), want)
 			}
 			f, err := os.Open(file)
 			if err != nil {
@@ -145,6 +153,23 @@ func TestExportWritesHistoriesTheReplayerReads(t *testing.T) {
 			some, err := runtimetest.ReadHistories(f)
 			if err != nil || len(some) != 1 || some[0].Instance != "ann" {
 				t.Fatalf("export of Greetings among ann and chain = %+v, %v; want ann's one execution", some, err)
+			}
+
+			// Interrupted after its first instance, export writes nothing: the file
+			// there stays as it was, and no temporary file is left.
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if err := export(ctx, append(b.args, "-batch", "1", "-o", file), &out, &cancelOnWrite{cancel: cancel}); err == nil ||
+				err.Error() != "duroq export: interrupted after 1 of ~4 instances (context canceled): nothing written" || exitCode(err) != 130 {
+				t.Fatalf("interrupted export = %v (exit %d)", err, exitCode(err))
+			}
+			if f, err := os.Open(file); err != nil {
+				t.Fatal(err)
+			} else if kept, err := runtimetest.ReadHistories(f); err != nil || len(kept) != 1 {
+				t.Errorf("after an interrupted export, the file holds %+v, %v; want what the export before wrote", kept, err)
+			}
+			if entries, err := os.ReadDir(filepath.Dir(file)); err != nil || len(entries) != 1 {
+				t.Errorf("after an interrupted export, the directory holds %v, %v", entries, err)
 			}
 		})
 	}

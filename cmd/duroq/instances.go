@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -41,22 +42,28 @@ func (g *commandGroup) flagSynopsis() string { return cmp.Or(g.synopsis, default
 
 // instanceCommand is a subcommand of `duroq instances` (or of another commandGroup).
 type instanceCommand struct {
-	name, args, help string // its name, its positional arguments and what it does
+	name, args, help string // its name, its positional arguments ("[<id>]": may be left out) and what it does
 	nargs            int    // how many positional arguments it takes
 	// flags defines the subcommand's own flags on fs and returns what runs it.
 	flags func(fs *flag.FlagSet) runner
 }
+
+// optional reports whether c's positional arguments may be left out: list's filters
+// then select what it acts on.
+func (c instanceCommand) optional() bool { return strings.HasPrefix(c.args, "[") }
 
 // runner runs a subcommand on an open database with its positional arguments.
 type runner func(ctx context.Context, s *session, args []string) error
 
 // session is an open database and where a subcommand writes.
 type session struct {
+	cmd        string            // "duroq instances delete", which starts progress lines
 	db, schema string            // the -db and -schema flags
 	p          *adapter.Provider // nil in a selfOpen group
 	admin      provider.ProviderAdmin
-	out        io.Writer
-	json       bool // print JSON instead of tables
+	out        io.Writer // results
+	stderr     io.Writer // usage and the progress of long operations
+	json       bool      // print JSON instead of tables
 }
 
 var instancesGroup = &commandGroup{name: "instances", subject: "the instance id", commands: instanceCommands}
@@ -69,24 +76,32 @@ var instanceCommands = []instanceCommand{
 	{"cancel", "<id>", "ask a running instance to end (it fails, cancelled, at its next turn)", 1, cancelFlags},
 	{"raise", "<id> <event-name> <data>", "raise an external event for a running instance (dropped unless it waits for it)", 3, noFlags(raise)},
 	{"enqueue", "<id> <queue> <data>", "append a message to a running instance's queue", 3, noFlags(enqueue)},
-	{"delete", "<id>", "delete a root instance and its sub-orchestrations", 1, deleteFlags},
-	{"prune", "<id>", "delete old executions of an instance (continue-as-new)", 1, pruneFlags},
+	{"delete", "[<id>]", "delete a root instance with its sub-orchestrations, or (with -yes) the root instances list's filters select", 1, deleteFlags},
+	{"prune", "[<id>]", "delete old executions of an instance (continue-as-new), or (with -yes) of the instances list's filters select", 1, pruneFlags},
 	{"stats", "", "count the stored instances, executions, events and queued messages", 0, noFlags(stats)},
 }
 
-// cmdError is a failed subcommand of a commandGroup: its message is complete
-// ("duroq instances show: ..."); a usage error exits with status 2.
+// cmdError is a failed command: its message is complete ("duroq instances show:
+// ..."); a usage error exits with status 2, an interrupted command with 130, as a
+// shell reports a command that Ctrl-C stopped.
 type cmdError struct {
-	msg   string
-	usage bool
+	msg         string
+	usage       bool
+	interrupted bool
 }
 
 func (e *cmdError) Error() string { return e.msg }
 
 // exitCode is the process's exit status for err (not nil).
 func exitCode(err error) int {
-	if ce := (*cmdError)(nil); errors.As(err, &ce) && ce.usage {
+	ce := (*cmdError)(nil)
+	switch {
+	case !errors.As(err, &ce):
+		return 1
+	case ce.usage:
 		return 2
+	case ce.interrupted:
+		return 130
 	}
 	return 1
 }
@@ -97,13 +112,22 @@ type usageError string
 func (e usageError) Error() string { return string(e) }
 
 // instancesCmd runs `duroq instances <subcommand> [flags] [args]`, writing results
-// to stdout and usage to stderr.
+// to stdout, usage and progress to stderr.
 func instancesCmd(args []string, stdout, stderr io.Writer) error {
 	return instancesGroup.run(args, stdout, stderr)
 }
 
-// run runs `duroq <g.name> <subcommand> [flags] [args]`.
+// run runs `duroq <g.name> <subcommand> [flags] [args]` until it ends or SIGINT or
+// SIGTERM interrupts it.
 func (g *commandGroup) run(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := interruptible()
+	defer stop()
+	return g.runContext(ctx, args, stdout, stderr)
+}
+
+// runContext runs `duroq <g.name> <subcommand> [flags] [args]` until it ends or ctx
+// does, which interrupts it.
+func (g *commandGroup) runContext(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
 		g.usage(stderr)
 		return nil
@@ -117,7 +141,7 @@ func (g *commandGroup) run(args []string, stdout, stderr io.Writer) error {
 		g.usage(stderr)
 		return &cmdError{msg: fmt.Sprintf("duroq %s: unknown subcommand %q", g.name, clip(args[0])), usage: true}
 	}
-	return g.exec(g.commands[i], args[1:], stdout, stderr)
+	return g.exec(ctx, g.commands[i], args[1:], stdout, stderr)
 }
 
 func (g *commandGroup) usage(w io.Writer) {
@@ -130,7 +154,7 @@ func (g *commandGroup) usage(w io.Writer) {
 	fmt.Fprintf(w, "\nflags may come before or after the arguments; duroq %s <subcommand> -h lists them\n", g.name)
 }
 
-func (g *commandGroup) exec(c instanceCommand, args []string, stdout, stderr io.Writer) error {
+func (g *commandGroup) exec(ctx context.Context, c instanceCommand, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("duroq "+g.name+" "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the error is reported once, bounded, below
 	db := fs.String("db", "", "the database: a SQLite file, or a PostgreSQL URL (postgres://...)")
@@ -145,11 +169,10 @@ func (g *commandGroup) exec(c instanceCommand, args []string, stdout, stderr io.
 	case err != nil:
 		err = usageError(err.Error())
 	default:
-		err = g.check(c, pos, *db)
+		err = g.check(c, fs, pos, *db)
 	}
 	if err == nil {
-		ctx := context.Background()
-		s := &session{db: *db, schema: *schema, out: stdout, json: *asJSON}
+		s := &session{cmd: fs.Name(), db: *db, schema: *schema, out: stdout, stderr: stderr, json: *asJSON}
 		var p *adapter.Provider
 		if g.selfOpen {
 			err = run(ctx, s, pos)
@@ -162,13 +185,16 @@ func (g *commandGroup) exec(c instanceCommand, args []string, stdout, stderr io.
 	if err == nil {
 		return nil
 	}
+	if ctx.Err() != nil && !errors.Is(err, errInterrupted) {
+		err = fmt.Errorf("%w (%v)", errInterrupted, context.Cause(ctx)) // rather than what the storage said of it
+	}
 	msg := err.Error()
 	for _, a := range args { // values echoed by the storage layers too are clipped
 		if len(a) > 200 {
 			msg = strings.ReplaceAll(msg, a, clip(a))
 		}
 	}
-	ce := &cmdError{msg: "duroq " + g.name + " " + c.name + ": " + truncate(msg, 1000)}
+	ce := &cmdError{msg: "duroq " + g.name + " " + c.name + ": " + truncate(msg, 1000), interrupted: errors.Is(err, errInterrupted)}
 	if ue := usageError(""); errors.As(err, &ue) {
 		ce.usage = true
 		g.cmdUsage(c, fs, stderr)
@@ -176,16 +202,19 @@ func (g *commandGroup) exec(c instanceCommand, args []string, stdout, stderr io.
 	return ce
 }
 
-// check checks the positional arguments and the database of a command line.
-func (g *commandGroup) check(c instanceCommand, pos []string, db string) error {
+// check checks the positional arguments, the database and the filters of a command
+// line.
+func (g *commandGroup) check(c instanceCommand, fs *flag.FlagSet, pos []string, db string) error {
 	switch {
-	case len(pos) != c.nargs:
+	case len(pos) != c.nargs && !(len(pos) == 0 && c.optional()):
 		return usageError(fmt.Sprintf("takes %s; got %d arguments", cmp.Or(c.args, "no arguments"), len(pos)))
+	case len(pos) > 0 && c.optional() && filtered(fs):
+		return usageError("takes " + g.subject + " or filters, not both")
 	case db == "" && !g.selfOpen:
 		return usageError("-db is required")
-	case c.nargs > 0 && pos[0] == "":
+	case len(pos) > 0 && pos[0] == "":
 		return usageError(g.subject + " is empty")
-	case c.nargs > 1 && pos[1] == "":
+	case len(pos) > 1 && pos[1] == "":
 		return usageError("the name is empty")
 	}
 	return nil
@@ -233,20 +262,50 @@ func timeFlag(fs *flag.FlagSet, name, usage string, t *time.Time) {
 	})
 }
 
-// intFlag defines a flag holding an integer of at least least.
-func intFlag(fs *flag.FlagSet, name, usage string, least int, n *int) {
+// intFlag defines a flag holding an integer from least to most (math.MaxInt: no
+// bound).
+func intFlag(fs *flag.FlagSet, name, usage string, least, most int, n *int) {
 	fs.Func(name, usage, func(v string) (err error) {
-		if *n, err = strconv.Atoi(v); err != nil || *n < least {
+		if *n, err = strconv.Atoi(v); err == nil && *n >= least && *n <= most {
+			return nil
+		}
+		if most == math.MaxInt {
 			return fmt.Errorf("want an integer of at least %d", least)
 		}
-		return nil
+		return fmt.Errorf("want an integer from %d to %d", least, most)
 	})
 }
 
 // ---- list ----
 
 func listFlags(fs *flag.FlagSet) runner {
-	var q provider.InstanceQuery
+	q := filterFlags(fs)
+	q.Limit = provider.DefaultPageSize
+	intFlag(fs, "limit", fmt.Sprintf("instances per page, at most %d (default %d)", provider.MaxPageSize, q.Limit), 1, math.MaxInt, &q.Limit)
+	fs.StringVar(&q.After, "after", "", "list from this cursor on (printed by the previous page)")
+	all := fs.Bool("all", false, "follow the pages to the end")
+	return func(ctx context.Context, s *session, _ []string) error { return s.list(ctx, *q, *all) }
+}
+
+// filterNames are the names of filterFlags' flags.
+var filterNames = func() map[string]bool {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	filterFlags(fs)
+	names := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
+	return names
+}()
+
+// filtered reports whether a flag of filterFlags is set on fs.
+func filtered(fs *flag.FlagSet) (set bool) {
+	fs.Visit(func(f *flag.Flag) { set = set || filterNames[f.Name] })
+	return set
+}
+
+// filterFlags defines the flags that select instances (those of list, which delete
+// and prune share) and returns the query they fill.
+func filterFlags(fs *flag.FlagSet) *provider.InstanceQuery {
+	q := new(provider.InstanceQuery)
 	fs.Func("status", "only instances whose current execution is Running, Completed, Failed or ContinuedAsNew", func(v string) error {
 		if !slices.Contains([]string{provider.StatusRunning, provider.StatusCompleted, provider.StatusFailed, provider.StatusContinuedAsNew}, v) {
 			return errors.New("want Running, Completed, Failed or ContinuedAsNew")
@@ -262,11 +321,7 @@ func listFlags(fs *flag.FlagSet) runner {
 	timeFlag(fs, "created-before", "only instances created before this time", &q.CreatedBefore)
 	timeFlag(fs, "updated-after", "only instances last written at or after this time", &q.UpdatedAfter)
 	timeFlag(fs, "updated-before", "only instances last written before this time", &q.UpdatedBefore)
-	q.Limit = provider.DefaultPageSize
-	intFlag(fs, "limit", fmt.Sprintf("instances per page, at most %d (default %d)", provider.MaxPageSize, q.Limit), 1, &q.Limit)
-	fs.StringVar(&q.After, "after", "", "list from this cursor on (printed by the previous page)")
-	all := fs.Bool("all", false, "follow the pages to the end")
-	return func(ctx context.Context, s *session, _ []string) error { return s.list(ctx, q, *all) }
+	return q
 }
 
 // instanceJSON is an instance as list and show print it with -json.
@@ -618,8 +673,12 @@ func (s *session) send(ctx context.Context, id, what string, send func(*runtime.
 // ---- delete, prune ----
 
 func deleteFlags(fs *flag.FlagSet) runner {
-	force := fs.Bool("force", false, "delete even when the instance or a sub-orchestration is running")
+	force := fs.Bool("force", false, "delete running instances too, and those with a running sub-orchestration")
+	sel := selectionFlags(fs, "root instances per page, each page deleted in one transaction")
 	return func(ctx context.Context, s *session, args []string) error {
+		if len(args) == 0 {
+			return s.deleteSelected(ctx, sel, *force)
+		}
 		id := args[0]
 		info, err := s.info(ctx, id)
 		if err != nil {
@@ -637,16 +696,25 @@ func deleteFlags(fs *flag.FlagSet) runner {
 		} else if err != nil {
 			return err
 		}
-		return s.counts("deleted "+cell(id)+": ", id, []count{{"instances", r.InstancesDeleted}, {"executions", r.ExecutionsDeleted},
-			{"events", r.EventsDeleted}, {"queue_messages", r.QueueMessagesDeleted}})
+		return s.counts("deleted "+cell(id)+": ", map[string]any{"instance": id}, deletedCounts(r), "")
 	}
+}
+
+// deletedCounts are the counts of a deletion, as delete prints them.
+func deletedCounts(r provider.DeleteInstanceResult) []count {
+	return []count{{"instances", r.InstancesDeleted}, {"executions", r.ExecutionsDeleted}, {"events", r.EventsDeleted},
+		{"queue_messages", r.QueueMessagesDeleted}}
 }
 
 func pruneFlags(fs *flag.FlagSet) runner {
 	o := provider.PruneOptions{KeepLast: 1}
-	intFlag(fs, "keep-last", "keep the latest this many executions (default 1: only the current one)", 0, &o.KeepLast)
+	intFlag(fs, "keep-last", "keep the latest this many executions (default 1: only the current one)", 0, math.MaxInt, &o.KeepLast)
 	timeFlag(fs, "completed-before", "delete only executions completed before this time", &o.CompletedBefore)
+	sel := selectionFlags(fs, "instances per page, each page pruned in one transaction")
 	return func(ctx context.Context, s *session, args []string) error {
+		if len(args) == 0 {
+			return s.pruneSelected(ctx, sel, o)
+		}
 		if _, err := s.info(ctx, args[0]); err != nil {
 			return err
 		}
@@ -654,8 +722,13 @@ func pruneFlags(fs *flag.FlagSet) runner {
 		if err != nil {
 			return err
 		}
-		return s.counts("pruned "+cell(args[0])+": ", args[0], []count{{"executions", r.ExecutionsDeleted}, {"events", r.EventsDeleted}})
+		return s.counts("pruned "+cell(args[0])+": ", map[string]any{"instance": args[0]}, prunedCounts(r), "")
 	}
+}
+
+// prunedCounts are the counts of a prune, as prune prints them.
+func prunedCounts(r provider.PruneResult) []count {
+	return []count{{"executions", r.ExecutionsDeleted}, {"events", r.EventsDeleted}}
 }
 
 // count is a named number that delete, prune and stats print.
@@ -664,14 +737,13 @@ type count struct {
 	n    uint64
 }
 
-// counts prints title and the counts on one line ("deleted x: 2 instances, ..."),
-// or with -json an object of the counts and of the instance.
-func (s *session) counts(title, instance string, counts []count) error {
-	v := map[string]any{"instance": instance}
+// counts prints title and the counts on one line ("deleted x: 2 instances, ...")
+// ended by note, or with -json an object of the counts and of fields.
+func (s *session) counts(title string, fields map[string]any, counts []count, note string) error {
 	for _, c := range counts {
-		v[c.name] = c.n
+		fields[c.name] = c.n
 	}
-	return s.emit(v, func(w io.Writer) { fmt.Fprintf(w, "%s%s\n", title, countLine(counts)) })
+	return s.emit(fields, func(w io.Writer) { fmt.Fprintf(w, "%s%s%s\n", title, countLine(counts), note) })
 }
 
 // countLine renders counts as "2 instances, 3 executions".

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -77,9 +79,13 @@ func (c *cli) run(args ...string) string {
 }
 
 // try runs `duroq instances <sub> <db flags> args...`.
-func (c *cli) try(args ...string) (string, error) {
-	var out, stderr bytes.Buffer
-	err := instancesCmd(slices.Concat(args[:1], c.db, args[1:]), &out, &stderr)
+func (c *cli) try(args ...string) (string, error) { return c.exec(c.ctx, io.Discard, args...) }
+
+// exec runs `duroq instances <sub> <db flags> args...` until ctx ends, writing its
+// usage and progress to stderr.
+func (c *cli) exec(ctx context.Context, stderr io.Writer, args ...string) (string, error) {
+	var out bytes.Buffer
+	err := instancesGroup.runContext(ctx, slices.Concat(args[:1], c.db, args[1:]), &out, stderr)
 	return out.String(), err
 }
 
@@ -140,9 +146,10 @@ func (c *cli) pages(n int) (ids []string, pages int) {
 	}
 }
 
-// operate runs the operated instances on p and returns a cli on the database
-// dbArgs name, while a runtime keeps running them until the test ends.
-func operate(t *testing.T, p *adapter.Provider, dbArgs []string) *cli {
+// operate runs starts ([id, orchestration, input], of the operated code) on p and
+// returns a cli on the database dbArgs name, while a runtime keeps running them until
+// the test ends. It waits for every start to complete, or to wait when it waits.
+func operate(t *testing.T, p *adapter.Provider, dbArgs []string, starts [][3]string) *cli {
 	rt, err := runtime.New(p, operated(), runtime.Options{MinPollInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -152,12 +159,12 @@ func operate(t *testing.T, p *adapter.Provider, dbArgs []string) *cli {
 	go func() { done <- rt.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	c := &cli{t: t, ctx: ctx, db: dbArgs, client: rt.Client()}
-	for _, s := range operatedStarts {
+	for _, s := range starts {
 		if err := c.client.StartOrchestration(ctx, s[0], s[1], s[2]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, s := range operatedStarts {
+	for _, s := range starts {
 		if s[1] == "Unregistered" {
 			continue // no runtime runs it: it stays a queued start
 		} else if s[1] == "Waiter" || s[1] == "Inbox" {
@@ -171,9 +178,9 @@ func operate(t *testing.T, p *adapter.Provider, dbArgs []string) *cli {
 	return c
 }
 
-// TestInstancesCommand: `duroq instances` on a SQLite file and on PostgreSQL, while
-// a runtime runs the instances it lists, shows and operates on.
-func TestInstancesCommand(t *testing.T) {
+// onEachBackend runs test on a new SQLite file and on a new PostgreSQL schema, with
+// the provider and the -db (and -schema) flags naming the database.
+func onEachBackend(t *testing.T, test func(t *testing.T, p *adapter.Provider, dbArgs []string)) {
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "app.db")
 		p, err := sqliteprovider.Open(path, sqliteprovider.Options{})
@@ -181,7 +188,7 @@ func TestInstancesCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.Close()
-		instancesScenario(operate(t, p, []string{"-db", path}))
+		test(t, p, []string{"-db", path})
 	})
 	t.Run("postgres", func(t *testing.T) {
 		dsn, schema := pgtest.Schema(t) // skips, saying "PostgreSQL tests skipped", without DUROQ_POSTGRES_DSN
@@ -190,7 +197,15 @@ func TestInstancesCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.Close()
-		instancesScenario(operate(t, p, []string{"-db", dsn, "-schema", schema}))
+		test(t, p, []string{"-db", dsn, "-schema", schema})
+	})
+}
+
+// TestInstancesCommand: `duroq instances` on a SQLite file and on PostgreSQL, while
+// a runtime runs the instances it lists, shows and operates on.
+func TestInstancesCommand(t *testing.T) {
+	onEachBackend(t, func(t *testing.T, p *adapter.Provider, dbArgs []string) {
+		instancesScenario(operate(t, p, dbArgs, operatedStarts))
 	})
 }
 
@@ -410,6 +425,148 @@ func instancesScenario(c *cli) {
 	})
 }
 
+// bulkStarts are the instances the bulk tests select: under "old-", ten greetings,
+// two parents (each with a child, "old-p1-child") and a waiter that keeps running
+// (13 roots); two greetings to keep, and two chains of four executions.
+func bulkStarts() [][3]string {
+	starts := [][3]string{{"old-p1", "Parent", "1"}, {"old-p2", "Parent", "2"}, {"old-w1", "Waiter", ""},
+		{"keep-1", "Greeting", "k"}, {"keep-2", "Greeting", "k"}, {"chain-a", "Chain", "0"}, {"chain-b", "Chain", "0"}}
+	for i := range 10 {
+		starts = append(starts, [3]string{fmt.Sprintf("old-%02d", i), "Greeting", "g"})
+	}
+	return starts
+}
+
+// cancelOnWrite is a stderr that cancels the command's context on the first write,
+// its first progress line: the command is interrupted after its first page.
+type cancelOnWrite struct {
+	bytes.Buffer
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.cancel()
+	return w.Buffer.Write(p)
+}
+
+// TestInstancesBulk: delete and prune select instances by list's filters, need -yes,
+// go through them a page (a transaction) at a time telling their progress on
+// stderr, and stop between pages when interrupted, saying how far they went.
+func TestInstancesBulk(t *testing.T) {
+	onEachBackend(t, func(t *testing.T, p *adapter.Provider, dbArgs []string) {
+		bulkScenario(operate(t, p, dbArgs, bulkStarts()))
+	})
+}
+
+func bulkScenario(c *cli) {
+	t := c.t
+	all := c.ids()
+	t.Run("without -yes, says what it would do", func(t *testing.T) {
+		c.t = t
+		for _, r := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"delete", "-prefix", "old-"}, "refusing to delete without -yes: this would delete 13 root instances (those the filters select) " +
+				"with their sub-orchestrations, but not the 1 running (-force deletes them); run it again with -yes to delete them"},
+			{[]string{"delete", "-prefix", "old-", "-force"}, "this would delete 13 root instances (those the filters select) with their sub-orchestrations, 1 of them running;"},
+			{[]string{"delete"}, "this would delete 17 root instances (every one stored)"},
+			{[]string{"prune", "-prefix", "chain-", "-keep-last", "2"}, "refusing to prune without -yes: this would prune 2 instances (those the filters select): their executions before the latest 2;"},
+		} {
+			var stderr bytes.Buffer
+			out, err := c.exec(c.ctx, &stderr, r.args...)
+			if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), r.want) || out != "" || !strings.Contains(stderr.String(), "usage: duroq instances") {
+				t.Errorf("%q = %v (exit %d), printed %q; want a usage error containing %q", r.args, err, exitCode(err), out, r.want)
+			}
+		}
+		if ids := c.ids(); !slices.Equal(ids, all) {
+			t.Fatalf("after the refusals, list = %q; want %q", ids, all)
+		}
+		if out := c.run("delete", "-prefix", "none-"); out != "deleted 0 instances, 0 executions, 0 events, 0 queue messages; went through 0 root instances\n" {
+			t.Errorf("delete of an empty selection printed %q", out)
+		}
+		if _, err := c.try("delete", "-parent", "old-p1", "-yes"); err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "deleted only with their root") {
+			t.Errorf("delete -parent = %v; want a usage error", err)
+		}
+		// The children are Greetings, but not roots: they go only with their parent.
+		if out := c.run("delete", "-orchestration", "Greeting", "-prefix", "old-p", "-yes"); !strings.HasPrefix(out, "deleted 0 instances,") {
+			t.Errorf("delete of sub-orchestrations printed %q", out)
+		}
+	})
+	t.Run("interrupted after a page", func(t *testing.T) {
+		c.t = t
+		ctx, cancel := context.WithCancel(c.ctx)
+		defer cancel()
+		stderr := &cancelOnWrite{cancel: cancel}
+		out, err := c.exec(ctx, stderr, "delete", "-prefix", "old-", "-yes", "-batch", "4")
+		if want := "duroq instances delete: interrupted after 4 of ~13 root instances (context canceled)"; err == nil || err.Error() != want || exitCode(err) != 130 {
+			t.Fatalf("interrupted delete = %v (exit %d); want %q (exit 130)", err, exitCode(err), want)
+		}
+		if !strings.HasPrefix(out, "deleted 4 instances, 4 executions, ") || !strings.HasSuffix(out, "; went through 4 of ~13 root instances\n") {
+			t.Errorf("interrupted delete printed %q", out)
+		}
+		if want := "duroq instances delete: 4 of ~13 root instances done (4 instances deleted)\n"; stderr.String() != want {
+			t.Errorf("interrupted delete told %q; want %q", stderr.String(), want)
+		}
+		if ids := c.ids("-prefix", "old-0"); !slices.Equal(ids, []string{"old-04", "old-05", "old-06", "old-07", "old-08", "old-09"}) {
+			t.Errorf("after the interrupted delete, old-0* = %q", ids)
+		}
+		// Any subcommand stopped so says it, rather than what the storage said of it.
+		if _, err := c.exec(ctx, io.Discard, "list"); err == nil || err.Error() != "duroq instances list: interrupted (context canceled)" || exitCode(err) != 130 {
+			t.Errorf("list, interrupted = %v (exit %d)", err, exitCode(err))
+		}
+	})
+	t.Run("by filters, page by page", func(t *testing.T) {
+		c.t = t
+		var stderr bytes.Buffer
+		out, err := c.exec(c.ctx, &stderr, "delete", "-prefix", "old-", "-yes", "-batch", "4")
+		if err != nil || !strings.HasPrefix(out, "deleted 10 instances, 10 executions, ") ||
+			!strings.HasSuffix(out, "; went through 9 root instances, kept 1 running (-force deletes them)\n") {
+			t.Fatalf("delete -prefix old- -yes = %q, %v", out, err)
+		}
+		progress := "duroq instances delete: 4 of ~9 root instances done (4 instances deleted)\n" +
+			"duroq instances delete: 8 of ~9 root instances done (10 instances deleted)\n" +
+			"duroq instances delete: 9 of ~9 root instances done (10 instances deleted, 1 running kept)\n"
+		if stderr.String() != progress {
+			t.Errorf("delete told:\n%s\nwant:\n%s", stderr.String(), progress)
+		}
+		if ids := c.ids("-prefix", "old-"); !slices.Equal(ids, []string{"old-w1"}) {
+			t.Errorf("after the delete, old-* = %q; want the running old-w1", ids)
+		}
+		stderr.Reset()
+		var deleted map[string]any
+		out, err = c.exec(c.ctx, &stderr, "delete", "-prefix", "old-", "-yes", "-force", "-quiet", "-json")
+		if err != nil || json.Unmarshal([]byte(out), &deleted) != nil || deleted["selected"] != 1.0 || deleted["instances"] != 1.0 ||
+			deleted["kept_running"] != 0.0 || deleted["interrupted"] != nil || stderr.Len() != 0 {
+			t.Errorf("delete -force -quiet -json = %q, %v; told %q", out, err, stderr.String())
+		}
+		if ids := c.ids(); !slices.Equal(ids, []string{"chain-a", "chain-b", "keep-1", "keep-2"}) {
+			t.Errorf("after the deletes, list = %q", ids)
+		}
+	})
+	t.Run("prune", func(t *testing.T) {
+		c.t = t
+		var stderr bytes.Buffer
+		out, err := c.exec(c.ctx, &stderr, "prune", "-prefix", "chain-", "-yes", "-batch", "1")
+		if err != nil || !strings.HasPrefix(out, "pruned 6 executions, ") || !strings.HasSuffix(out, "; went through 2 instances\n") {
+			t.Fatalf("prune -prefix chain- -yes = %q, %v", out, err)
+		}
+		if want := "duroq instances prune: 1 of ~2 instances done (3 executions pruned)\nduroq instances prune: 2 of ~2 instances done (6 executions pruned)\n"; stderr.String() != want {
+			t.Errorf("prune told %q; want %q", stderr.String(), want)
+		}
+		for _, id := range []string{"chain-a", "chain-b"} {
+			var chain showJSON
+			if c.decode(&chain, "show", id); len(chain.Executions) != 1 || chain.Executions[0].ID != 4 {
+				t.Errorf("after the prune, %s has %+v", id, chain.Executions)
+			}
+		}
+		var again map[string]any
+		if c.decode(&again, "prune", "-yes"); again["selected"] != 4.0 || again["executions"] != 0.0 {
+			t.Errorf("a second prune of every instance -json = %v", again)
+		}
+	})
+}
+
 // TestInstancesRefusesBadCommandLines: a missing SQLite file is refused (and not
 // created), usage errors exit 2 with the subcommand's usage, and nothing given by
 // the user is echoed unbounded.
@@ -426,6 +583,11 @@ func TestInstancesRefusesBadCommandLines(t *testing.T) {
 			{"list", "-db", missing, "-" + long},
 			{"history", "x", "-db", missing, "-execution", "-1"},
 			{"prune", "x", "-db", missing, "-keep-last", "-1"},
+			{"delete", "x", "-db", missing, "-prefix", "x"},
+			{"prune", "x", "-db", missing, "-roots"},
+			{"delete", "x", "y", "-db", missing},
+			{"delete", "-db", missing, "-batch", "0"},
+			{"prune", "-db", missing, "-batch", "1001"},
 		}
 	})
 	// Flags may follow the arguments, and "--" ends them: the data here is "-x".

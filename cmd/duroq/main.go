@@ -3,11 +3,12 @@
 //	duroq demo [-db path] [-orders N] [-work d] [-workers N] [-fresh]
 //	duroq bench <seq|fanout|timers|events|queue> [-backend sqlite|sqlite-memory|postgres] [-n N] [-k K] ...
 //	duroq queue-demo [-db path] [-customers N] [-events N] [-workers N]
-//	duroq export -db <sqlite file | postgres://...> [-instance id]... [-orchestration name]... [-o file]
+//	duroq export -db <sqlite file | postgres://...> [-instance id]... [-orchestration name]... [-o file] [-batch N] [-quiet]
 //	duroq instances <list|show|history|tree|cancel|raise|enqueue|delete|prune|stats> -db <sqlite file | postgres://...> [-schema name] [-json] ...
 //	duroq queues <list|stats|peek|dead-letters|redrive|purge> -db <sqlite file | postgres://...> [-schema name] [-json] ...
 //	duroq migrate <status|up> -db <sqlite file | postgres://...> [-schema name] [-json] [-check] [-create]
 //	duroq migrate sql -backend sqlite|postgres [-line mq|eventstore]
+//	duroq ui -db <sqlite file | postgres://...> [-schema name] [-addr 127.0.0.1:8080] [-read-only]
 //
 // demo runs an order workflow on the durable-execution runtime over an embedded
 // SQLite file: every order reserves its items in parallel, charges a card, waits for
@@ -26,8 +27,12 @@
 // the runtime's management API (provider.ProviderAdmin) and Client allow: list them
 // a page at a time with filters, show one (status, output or failure, custom status,
 // executions), its history or its tree of sub-orchestrations; cancel it, raise an
-// event or queue a message for it, delete it or prune its old executions; count
-// what is stored. Tables are aligned for people; -json prints JSON for scripts.
+// event or queue a message for it, delete it or prune its old executions (or, with
+// -yes, every instance list's filters select, a page at a time); count what is
+// stored. Tables are aligned for people; -json prints JSON for scripts. Long
+// operations (bulk delete and prune, redrive, export) print their progress on
+// standard error (-quiet: none); SIGINT or SIGTERM stops them between pages, and they
+// report what was done and exit with status 130.
 //
 // queues does the same for the messages of a database's queues (the runtime's
 // "orchestrator" and "worker", an application's queues and their dead-letter
@@ -44,6 +49,11 @@
 // backend's migration SQL in order, with the rows recording it, to apply by hand.
 // instances, queues and export refuse a database where the migrations were never
 // applied (a mistyped path or schema) rather than create duroq's tables there.
+//
+// ui serves the web UI (package ui) of a database on a loopback address: instances
+// with filters and paging, an instance's history, tree, KV and failure, the queues
+// and their dead letters, with cancel, raise, delete and redrive confirmed on their
+// own page (-read-only: none).
 //
 // queue-demo shows per-customer ordered processing on an embedded SQLite queue: a
 // failed event is retried without being overtaken by the customer's later events, a
@@ -77,6 +87,8 @@ func main() {
 		err = queuesCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "migrate":
 		err = migrateCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "ui":
+		err = uiMain(os.Args[2:], os.Stdout, os.Stderr)
 	case benchProcessCmd: // a process of `duroq bench -processes`, not for people
 		err = benchProcess(os.Args[2:], os.Stdin, os.Stdout)
 	case "help", "-h", "--help":
@@ -105,6 +117,7 @@ commands:
   export       write recorded execution histories as JSON for the replayer (runtime/runtimetest)
   instances    list, show, cancel, delete... the instances of a database; see duroq instances help
   queues       list, peek, redrive, purge... the queued messages of a database; see duroq queues help
-  migrate      show (status), apply (up) or print (sql) duroq's schema migrations; see duroq migrate help`)
+  migrate      show (status), apply (up) or print (sql) duroq's schema migrations; see duroq migrate help
+  ui           serve the web UI of a database (instances, histories, queues, dead letters); see duroq ui -h`)
 	os.Exit(2)
 }

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -22,12 +23,12 @@ var queuesGroup = &commandGroup{name: "queues", subject: "the queue name", comma
 	{"stats", "<queue>", "count the messages of a queue (or of one routing key)", 1, queueStatsFlags},
 	{"peek", "<queue>", "show a page of a queue's messages in id order, without locking them", 1, peekFlags(false)},
 	{"dead-letters", "<queue>", "peek at a dead-letter queue: origin, attempts, failure times and last error", 1, peekFlags(true)},
-	{"redrive", "<dead-letter-queue>", "move dead letters back to the queue each came from (or -to another)", 1, redriveFlags},
+	{"redrive", "<dead-letter-queue>", "move dead letters back to the queue each came from (or -to another), a page at a time", 1, redriveFlags},
 	{"purge", "<queue>", "delete a queue's messages (or those of a key, or by id), locked or not; needs -yes", 1, purgeFlags},
 }}
 
 // queuesCmd runs `duroq queues <subcommand> [flags] [args]`, writing results to
-// stdout and usage to stderr.
+// stdout, usage and progress to stderr.
 func queuesCmd(args []string, stdout, stderr io.Writer) error {
 	return queuesGroup.run(args, stdout, stderr)
 }
@@ -103,14 +104,18 @@ func listQueues(ctx context.Context, s *session, _ []string) error {
 	})
 }
 
+// queueStats counts the messages of queue, or of one of its keys.
+func (s *session) queueStats(ctx context.Context, queue, key string) (mq.Stats, error) {
+	if key != "" {
+		return s.p.Queue().KeyStats(ctx, queue, key)
+	}
+	return s.p.Queue().Stats(ctx, queue)
+}
+
 func queueStatsFlags(fs *flag.FlagSet) runner {
 	key := keyFlag(fs, "count")
 	return func(ctx context.Context, s *session, args []string) error {
-		q := s.p.Queue()
-		st, err := q.Stats(ctx, args[0])
-		if *key != "" {
-			st, err = q.KeyStats(ctx, args[0], *key)
-		}
+		st, err := s.queueStats(ctx, args[0], *key)
 		if err != nil {
 			return err
 		}
@@ -145,12 +150,7 @@ func peekFlags(dead bool) func(fs *flag.FlagSet) runner {
 			return nil
 		})
 		o.Limit = mq.DefaultPeek
-		fs.Func("limit", fmt.Sprintf("messages per page, 1 to %d (default %d)", mq.MaxPeek, o.Limit), func(v string) (err error) {
-			if o.Limit, err = strconv.Atoi(v); err != nil || o.Limit < 1 || o.Limit > mq.MaxPeek {
-				return fmt.Errorf("want an integer from 1 to %d", mq.MaxPeek)
-			}
-			return nil
-		})
+		intFlag(fs, "limit", fmt.Sprintf("messages per page, 1 to %d (default %d)", mq.MaxPeek, o.Limit), 1, mq.MaxPeek, &o.Limit)
 		payload := fs.Bool("payload", false, "show each message's payload (text, else hex; clipped), -json always has it")
 		return func(ctx context.Context, s *session, args []string) error {
 			return s.peek(ctx, args[0], o, dead, *payload)
@@ -277,28 +277,58 @@ func redriveFlags(fs *flag.FlagSet) runner {
 	fs.StringVar(&o.RoutingKey, "key", "", "move only the dead letters of this routing key")
 	ids := idsFlag(fs, "move")
 	fs.StringVar(&o.To, "to", "", "move them to this queue instead of the queue each came from")
+	b := bulkFlags(fs, "dead letters per page, each page moved in one transaction", mq.DefaultPeek, mq.MaxPeek)
 	return func(ctx context.Context, s *session, args []string) error {
 		a, err := s.queueAdmin()
 		if err != nil {
 			return err
 		}
-		o.IDs = *ids
-		n, err := a.Redrive(ctx, args[0], o)
+		if len(*ids) > 0 {
+			o.IDs = *ids
+			n, err := a.Redrive(ctx, args[0], o)
+			if err != nil {
+				return err
+			}
+			return s.moved(args[0], o.To, n, nil)
+		}
+		st, err := s.queueStats(ctx, args[0], o.RoutingKey)
 		if err != nil {
 			return err
 		}
-		to := "the queue each came from"
-		if o.To != "" {
-			to = cell(o.To)
-		}
-		v := map[string]any{"queue": args[0], "moved": n}
-		if o.To != "" {
-			v["to"] = o.To
-		}
-		return s.emit(v, func(w io.Writer) {
-			fmt.Fprintf(w, "moved %d %s from %s to %s\n", n, plural(n, "message"), cell(args[0]), to)
+		moved := 0
+		w := s.walk(b, "dead letters", func() string { return fmt.Sprintf("%d moved", moved) })
+		w.total = tally{n: st.Ready + st.Delayed + st.Locked}
+		peek := mq.PeekOptions{RoutingKey: o.RoutingKey, Limit: b.batch}
+		err = w.run(ctx, func(ctx context.Context) (int, bool, error) {
+			page, err := a.Peek(ctx, args[0], peek)
+			if err != nil || len(page) == 0 {
+				return 0, false, err
+			}
+			o.IDs = make([]int64, len(page))
+			for i, m := range page {
+				o.IDs[i] = m.ID
+			}
+			n, err := a.Redrive(context.WithoutCancel(ctx), args[0], o) // a page started is finished: the count is exact
+			moved += n
+			peek.AfterID = page[len(page)-1].ID
+			return len(page), len(page) == peek.Limit, err
 		})
+		return w.report(err, func() error { return s.moved(args[0], o.To, moved, w.fields()) })
 	}
+}
+
+// moved prints what redrive moved: n messages from queue to to (each one's origin
+// when empty), with fields in its JSON.
+func (s *session) moved(queue, to string, n int, fields map[string]any) error {
+	v := map[string]any{"queue": queue, "moved": n}
+	dest := "the queue each came from"
+	if to != "" {
+		v["to"], dest = to, cell(to)
+	}
+	maps.Copy(v, fields)
+	return s.emit(v, func(w io.Writer) {
+		fmt.Fprintf(w, "moved %d %s from %s to %s\n", n, plural(n, "message"), cell(queue), dest)
+	})
 }
 
 func purgeFlags(fs *flag.FlagSet) runner {
@@ -328,11 +358,7 @@ func purgeFlags(fs *flag.FlagSet) runner {
 // refusePurge is the usage error of a purge without -yes, saying what it would
 // delete.
 func (s *session) refusePurge(ctx context.Context, queue string, o mq.PurgeOptions) error {
-	q := s.p.Queue()
-	st, err := q.Stats(ctx, queue)
-	if o.RoutingKey != "" {
-		st, err = q.KeyStats(ctx, queue, o.RoutingKey)
-	}
+	st, err := s.queueStats(ctx, queue, o.RoutingKey)
 	if err != nil {
 		return err
 	}

@@ -57,26 +57,41 @@ func fillQueues(t *testing.T, p *adapter.Provider) (locked int64) {
 		t.Fatalf("DequeueBatch = %+v; want the first message", b)
 	}
 
-	must(q.Enqueue(ctx, mq.Message{Queue: "payments", RoutingKey: "p1", Payload: []byte("pay-1")},
-		mq.Message{Queue: "payments", Payload: []byte("pay-2")}))
-	dead := make(chan struct{}, 2)
+	deadLetter(t, q, mq.Message{Queue: "payments", RoutingKey: "p1", Payload: []byte("pay-1")},
+		mq.Message{Queue: "payments", Payload: []byte("pay-2")})
+	return b.Messages[0].ID
+}
+
+// deadLetter enqueues messages (all of the queue "payments") and has a consumer
+// whose handler fails, declined, move them to "payments.dead".
+func deadLetter(t *testing.T, q mq.MessageQueue, messages ...mq.Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := q.Enqueue(ctx, messages...); err != nil {
+		t.Fatal(err)
+	}
+	dead := make(chan struct{}, len(messages))
 	c, err := mq.NewConsumer(q, "payments", func(context.Context, *mq.Batch) error { return errors.New(declined) },
 		mq.ConsumerOptions{MaxAttempts: 1, PollWait: 50 * time.Millisecond, ShutdownGrace: time.Second,
 			OnDeadLetter: func(*mq.Batch, mq.Delivery, error) { dead <- struct{}{} }})
-	must(err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
-	for range 2 {
+	for range messages {
 		select {
 		case <-dead:
 		case <-ctx.Done():
-			t.Fatal("the consumer did not dead-letter both payments in time")
+			t.Fatalf("the consumer did not dead-letter the %d payments in time", len(messages))
 		}
 	}
 	stop()
-	must(<-done)
-	return b.Messages[0].ID
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // qcli runs `duroq queues` on one database.
@@ -86,9 +101,17 @@ type qcli struct {
 }
 
 func (c *qcli) try(args ...string) (string, string, error) {
-	var out, stderr bytes.Buffer
-	err := queuesCmd(slices.Concat(args[:1], c.db, args[1:]), &out, &stderr)
-	return out.String(), stderr.String(), err
+	var stderr bytes.Buffer
+	out, err := c.exec(c.t.Context(), &stderr, args...)
+	return out, stderr.String(), err
+}
+
+// exec runs `duroq queues <sub> <db flags> args...` until ctx ends, writing its usage
+// and progress to stderr.
+func (c *qcli) exec(ctx context.Context, stderr io.Writer, args ...string) (string, error) {
+	var out bytes.Buffer
+	err := queuesGroup.runContext(ctx, slices.Concat(args[:1], c.db, args[1:]), &out, stderr)
+	return out.String(), err
 }
 
 func (c *qcli) run(args ...string) string {
@@ -365,6 +388,48 @@ func queuesScenario(t *testing.T, c *qcli, locked int64) {
 	})
 }
 
+// TestQueuesRedrivePageByPage: redrive moves the dead letters a page (a transaction)
+// at a time, telling its progress on stderr, and stops between pages when
+// interrupted, saying how far it went.
+func TestQueuesRedrivePageByPage(t *testing.T) {
+	onEachBackend(t, func(t *testing.T, p *adapter.Provider, dbArgs []string) {
+		var payments []mq.Message
+		for i := range 5 {
+			payments = append(payments, mq.Message{Queue: "payments", Payload: []byte("pay-" + strconv.Itoa(i))})
+		}
+		deadLetter(t, p.Queue(), payments...)
+		c := &qcli{t: t, db: dbArgs}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		stderr := &cancelOnWrite{cancel: cancel}
+		out, err := c.exec(ctx, stderr, "redrive", "payments.dead", "-batch", "2", "-json")
+		if want := "duroq queues redrive: interrupted after 2 of ~5 dead letters (context canceled)"; err == nil || err.Error() != want || exitCode(err) != 130 {
+			t.Fatalf("interrupted redrive = %v (exit %d); want %q (exit 130)", err, exitCode(err), want)
+		}
+		var moved map[string]any
+		if json.Unmarshal([]byte(out), &moved) != nil || moved["moved"] != 2.0 || moved["selected"] != 2.0 || moved["interrupted"] != true ||
+			stderr.String() != "duroq queues redrive: 2 of ~5 dead letters done (2 moved)\n" {
+			t.Errorf("interrupted redrive -json printed %q, told %q", out, stderr.String())
+		}
+
+		var progress bytes.Buffer
+		out, err = c.exec(t.Context(), &progress, "redrive", "payments.dead", "-batch", "2")
+		if err != nil || out != "moved 3 messages from payments.dead to the queue each came from\n" {
+			t.Fatalf("redrive = %q, %v", out, err)
+		}
+		if want := "duroq queues redrive: 2 of ~3 dead letters done (2 moved)\nduroq queues redrive: 3 of ~3 dead letters done (3 moved)\n"; progress.String() != want {
+			t.Errorf("redrive told %q; want %q", progress.String(), want)
+		}
+		if st := c.stats("payments"); st.Ready != 5 {
+			t.Errorf("after the redrives, payments = %+v; want the 5 messages back", st)
+		}
+		if st := c.stats("payments.dead"); st.Ready+st.Delayed+st.Locked != 0 {
+			t.Errorf("after the redrives, payments.dead = %+v", st)
+		}
+	})
+}
+
 // TestQueuesRefusesBadCommandLines: as `duroq instances`, a missing SQLite file is
 // refused (and not created) and usage errors exit 2, bounded, with the usage.
 func TestQueuesRefusesBadCommandLines(t *testing.T) {
@@ -378,6 +443,7 @@ func TestQueuesRefusesBadCommandLines(t *testing.T) {
 			{"dead-letters", "q", "-db", missing, "-after", "x"},
 			{"stats", "q", "-db", missing, "-bogus"},
 			{"redrive", "q", "-db", missing, "-id", "0"},
+			{"redrive", "q", "-db", missing, "-batch", "1001"},
 			{"purge", "q", "-db", missing, "-id", long},
 			{"purge", "q", "-db", missing, "-" + long},
 		}

@@ -19,6 +19,7 @@ var allowed = map[string][]string{
 	"runtime/runtimetest":                {"runtime/provider", "runtime", "adapter"},
 	"conformance":                        {"runtime/provider", "mq", "eventstore", "runtime", "runtime/faultprovider", "txn"},
 	"bench":                              {"runtime/provider", "mq", "eventstore", "runtime"},
+	"ui":                                 {"runtime/provider", "mq", "runtime"},
 	"mq/sqlite":                          {"mq", "txn", "internal/", "sqlitedb", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
 	"eventstore/sqlite":                  {"eventstore", "eventstore/sqlstore", "txn", "internal/", "sqlitedb", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
 	"mq/postgres":                        {"mq", "txn", "internal/", "pgdb", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
@@ -46,7 +47,7 @@ var allowed = map[string][]string{
 	"pgdb":           {"internal/pgsql", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
 	"sqliteprovider": {"adapter", "mq/sqlite", "eventstore/sqlite", "sqlitedb"},
 	"pgprovider":     {"adapter", "mq/postgres", "eventstore/postgres", "pgdb"},
-	"cmd/duroq": {"adapter", "bench", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
+	"cmd/duroq": {"adapter", "bench", "ui", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
 		"sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "internal/migrate", "internal/pgsql", "github.com/jackc/pgx/v5", "github.com/mattn/go-sqlite3"},
 }
 
