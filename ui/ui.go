@@ -114,21 +114,26 @@ func (h *handler) routes() {
 		h.mux.Handle("GET /instances", h.page(h.instances))
 		h.mux.Handle("GET /instance", h.page(h.instance))
 		for _, a := range h.instanceActions() {
-			h.mux.Handle("GET /instance/"+a.name, h.page(h.confirmInstanceAction(a)))
-			h.mux.Handle("POST /instance/"+a.name, h.page(h.doInstanceAction(a)))
+			h.action("/instance/"+a.name, h.confirmInstanceAction(a), h.doInstanceAction(a))
 		}
 	}
 	if h.queues != nil {
 		h.mux.Handle("GET /queues", h.page(h.queueList))
 		h.mux.Handle("GET /queue", h.page(h.queue))
 		for _, a := range h.messageActions() {
-			h.mux.Handle("GET /queue/"+a.name, h.page(h.confirmMessageAction(a)))
-			h.mux.Handle("POST /queue/"+a.name, h.page(h.doMessageAction(a)))
+			h.action("/queue/"+a.name, h.confirmMessageAction(a), h.doMessageAction(a))
 		}
 	}
 	h.mux.Handle("/", h.page(func(*http.Request) (*view, error) {
 		return nil, &httpError{http.StatusNotFound, "no such page"}
 	}))
+}
+
+// action registers an action at path: its confirmation page (GET) and the POST
+// that performs it.
+func (h *handler) action(path string, confirm, do func(*http.Request) (*view, error)) {
+	h.mux.Handle("GET "+path, h.page(confirm))
+	h.mux.Handle("POST "+path, h.page(do))
 }
 
 // ServeHTTP sets the headers every answer carries and refuses cross-origin and,
