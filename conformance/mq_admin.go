@@ -13,6 +13,7 @@ import (
 var adminCases = []mqCase{
 	{"PeekPagesInIDOrderWithoutLocking", testPeekPagesInIDOrderWithoutLocking},
 	{"PeekFiltersByRoutingKey", testPeekFiltersByRoutingKey},
+	{"PeekFiltersByState", testPeekFiltersByState},
 	{"PeekReportsLocksDelaysAndMetadata", testPeekReportsLocksDelaysAndMetadata},
 	{"PeekLimitDefaultsAndBounds", testPeekLimitDefaultsAndBounds},
 	{"RedriveMovesDeadLettersBackToTheirOrigin", testRedriveMovesDeadLettersBackToTheirOrigin},
@@ -61,6 +62,8 @@ func peek(t *testing.T, a mq.Admin, queue string, opts mq.PeekOptions) []mq.Mess
 			t.Fatalf("Peek(%q) with AfterID %d returned %s", queue, opts.AfterID, infoString(m))
 		case opts.RoutingKey != "" && m.RoutingKey != opts.RoutingKey:
 			t.Fatalf("Peek(%q) of key %q returned %s", queue, opts.RoutingKey, infoString(m))
+		case opts.State != "" && m.Locked != (opts.State == mq.StateLocked):
+			t.Fatalf("Peek(%q) of state %q returned %s", queue, opts.State, infoString(m))
 		case i > 0 && m.ID <= ms[i-1].ID:
 			t.Fatalf("Peek(%q) is not in id order: id %d follows id %d", queue, m.ID, ms[i-1].ID)
 		}
@@ -200,6 +203,40 @@ func testPeekFiltersByRoutingKey(t *testing.T, e env) {
 	if got := peek(t, a, qn, mq.PeekOptions{RoutingKey: "none"}); len(got) != 0 {
 		t.Fatalf("Peek of a key without messages returned %d messages", len(got))
 	}
+}
+
+func testPeekFiltersByState(t *testing.T, e env) {
+	q, clk := e.openClock(t)
+	a := asAdmin(t, q)
+	put(t, q, kmsg("A", "a1"), kmsg("A", "a2"), kmsg("B", "b1"), msg("u1"), mq.Message{Queue: qn, Payload: []byte("d1"), Delay: long},
+		msg("u2"))
+	fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key A", "a1", "a2")
+	fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: time.Second}, "key B", "b1")
+	clk.Advance(2 * time.Second) // b1's lock lapses: it is ready again, as Stats counts it
+	for _, c := range []struct {
+		opts mq.PeekOptions
+		want []string
+	}{
+		{mq.PeekOptions{State: mq.StateReady}, []string{"b1", "u1", "u2"}},
+		{mq.PeekOptions{State: mq.StateLocked}, []string{"a1", "a2"}},
+		{mq.PeekOptions{State: mq.StateDelayed}, []string{"d1"}},
+		{mq.PeekOptions{State: mq.StateLocked, RoutingKey: "B"}, nil},
+		{mq.PeekOptions{State: mq.StateReady, RoutingKey: "B"}, []string{"b1"}},
+		{mq.PeekOptions{State: mq.StateReady, Limit: 1}, []string{"b1", "u1", "u2"}}, // paged
+	} {
+		if got := infoPayloads(peekAll(t, a, qn, c.opts)); !equalStrings(got, c.want) {
+			t.Fatalf("Peek with State %q, key %q = %q, want %q", c.opts.State, c.opts.RoutingKey, got, c.want)
+		}
+	}
+	st, err := q.Stats(t.Context(), qn)
+	if err != nil || st.Ready != 3 || st.Locked != 2 || st.Delayed != 1 {
+		t.Fatalf("Stats = %+v, %v; want the counts Peek's states give: 3 ready, 2 locked, 1 delayed", st, err)
+	}
+	ms, err := call2(t, "Peek", func() ([]mq.MessageInfo, error) { return a.Peek(t.Context(), qn, mq.PeekOptions{State: "stuck"}) })
+	if len(ms) != 0 {
+		t.Errorf("Peek with an unknown State returned %d messages", len(ms))
+	}
+	wantInvalid(t, err, "peek", "Peek with an unknown State", "State")
 }
 
 func testPeekReportsLocksDelaysAndMetadata(t *testing.T, e env) {

@@ -879,10 +879,10 @@ func (s *Memory) Queues(ctx context.Context) (out []QueueStats, err error) {
 func count(msgs map[int64]*memMsg, now time.Time) (st Stats) {
 	for _, m := range msgs {
 		st.MaxAttempt = max(st.MaxAttempt, m.attempts)
-		switch {
-		case !m.visibleAt.After(now):
+		switch m.state(now) {
+		case StateReady:
 			st.Ready++
-		case m.token != "":
+		case StateLocked:
 			st.Locked++
 		default:
 			st.Delayed++
@@ -1016,6 +1016,9 @@ func (s *Memory) Peek(ctx context.Context, queue string, opts PeekOptions) (out 
 			if m.id <= opts.AfterID {
 				continue
 			}
+			if opts.State != "" && m.state(now) != opts.State {
+				continue
+			}
 			if len(out) == opts.Limit {
 				break
 			}
@@ -1041,6 +1044,17 @@ func (q *memQueue) sorted(routingKey string, ids []int64) []*memMsg {
 	}
 	slices.SortFunc(out, func(a, b *memMsg) int { return cmp.Compare(a.id, b.id) })
 	return out
+}
+
+// state is the message's state as Stats counts it.
+func (m *memMsg) state(now time.Time) MessageState {
+	switch {
+	case !m.visibleAt.After(now):
+		return StateReady
+	case m.token != "":
+		return StateLocked
+	}
+	return StateDelayed
 }
 
 func (m *memMsg) locked(now time.Time) bool { return m.token != "" && m.lockedUntil.After(now) }

@@ -224,7 +224,21 @@ type PeekOptions struct {
 	AfterID int64
 	// Limit is the most messages returned: zero means DefaultPeek; at most MaxPeek.
 	Limit int
+	// State, when not empty, returns only the messages in this state, as Stats
+	// counts them.
+	State MessageState
 }
+
+// MessageState is a stored message's state as Stats counts it; PeekOptions.State
+// selects one.
+type MessageState string
+
+// The message states.
+const (
+	StateReady   MessageState = "ready"   // visible; a message of a locked key, or whose lock lapsed, is ready
+	StateDelayed MessageState = "delayed" // not visible yet (enqueued or abandoned with a delay)
+	StateLocked  MessageState = "locked"  // held by a consumer under a live lock
+)
 
 // MessageInfo describes a stored message, as Peek sees it.
 type MessageInfo struct {

@@ -227,6 +227,11 @@ func CheckPeek(op, queue string, o PeekOptions) (PeekOptions, error) {
 	if err := checkName(op, "RoutingKey", o.RoutingKey, false); err != nil {
 		return o, err
 	}
+	switch o.State {
+	case "", StateReady, StateDelayed, StateLocked:
+	default:
+		return o, invalid(op, "State", fmt.Sprintf("%q (want %q, %q, %q or empty)", Clip(string(o.State)), StateReady, StateDelayed, StateLocked))
+	}
 	switch {
 	case o.Limit < 0 || o.Limit > MaxPeek:
 		return o, invalid(op, "Limit", fmt.Sprintf("%d (want 0 to %d)", o.Limit, MaxPeek))

@@ -43,6 +43,8 @@ func (h *handler) queueList(r *http.Request) (*view, error) {
 type queueData struct {
 	Name     string
 	Key      string
+	State    string   // the state shown ("" any)
+	States   []string // the states to choose from
 	Stats    mq.Stats
 	Messages []messageRow
 	Dead     int    // dead letters on this page
@@ -72,16 +74,19 @@ type workItemView struct {
 
 const queuePageSize = 50
 
+// messageStates are the states the queue page filters on.
+var messageStates = []string{string(mq.StateReady), string(mq.StateDelayed), string(mq.StateLocked)}
+
 func (h *handler) queue(r *http.Request) (*view, error) {
 	q := r.URL.Query()
-	d := queueData{Name: q.Get("name"), Key: q.Get("key"), Done: doneMessages[q.Get("done")]}
+	d := queueData{Name: q.Get("name"), Key: q.Get("key"), State: q.Get("state"), States: messageStates, Done: doneMessages[q.Get("done")]}
 	if d.Name == "" {
 		return nil, badRequest("no queue name (?name=)")
 	}
 	if n, err := strconv.Atoi(q.Get("n")); err == nil && d.Done != "" {
 		d.Done += fmt.Sprintf(" (%d %s)", n, map[string]string{"redrive-message": "moved", "delete-message": "deleted"}[q.Get("done")])
 	}
-	opts := mq.PeekOptions{RoutingKey: d.Key, Limit: queuePageSize}
+	opts := mq.PeekOptions{RoutingKey: d.Key, State: mq.MessageState(d.State), Limit: queuePageSize}
 	if s := q.Get("after"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
@@ -136,6 +141,9 @@ func (h *handler) queue(r *http.Request) (*view, error) {
 	base := url.Values{"name": {d.Name}}
 	if d.Key != "" {
 		base.Set("key", d.Key)
+	}
+	if d.State != "" {
+		base.Set("state", d.State)
 	}
 	if d.Dead > 0 && !h.o.ReadOnly {
 		d.Redrive = h.link("/queue/redrive", base)

@@ -176,6 +176,9 @@ func testQueuePages(t *testing.T, f *fixture) {
 		t.Error("a queue without dead letters offers a redrive")
 	}
 	f.page(t, "/queue?name=orders&key=ann", "ann&#39;s third")
+	if body := f.page(t, "/queue?name=orders&state=delayed", "(3 bytes of binary)"); strings.Contains(body, "ann&#39;s") {
+		t.Error("state=delayed shows ann's ready messages")
+	}
 	if body := f.page(t, "/queue?name=orders&key=ann"); strings.Contains(body, "bob") {
 		t.Error("key=ann shows bob's message")
 	}
@@ -200,6 +203,7 @@ func testBadRequests(t *testing.T, f *fixture) {
 		{"/instances?updated_before=yesterday", 400, "updated_before &#34;yesterday&#34;"},
 		{"/queue", 400, "no queue name"},
 		{"/queue?name=orders&after=-1", 400, "after &#34;-1&#34;"},
+		{"/queue?name=orders&state=stuck", 400, "State"},
 		{"/instance/cancel?id=" + completedID, 409, "has ended"},
 		{"/instance/delete?id=" + childID, 409, "sub-orchestration of &#34;parent-1&#34;"},
 		{"/nowhere", 404, "no such page"},

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,6 +152,13 @@ func peekFlags(dead bool) func(fs *flag.FlagSet) runner {
 		})
 		o.Limit = mq.DefaultPeek
 		intFlag(fs, "limit", fmt.Sprintf("messages per page, 1 to %d (default %d)", mq.MaxPeek, o.Limit), 1, mq.MaxPeek, &o.Limit)
+		fs.Func("state", "show only the messages in this state: ready, delayed or locked", func(v string) error {
+			o.State = mq.MessageState(v)
+			if !slices.Contains([]mq.MessageState{mq.StateReady, mq.StateDelayed, mq.StateLocked}, o.State) {
+				return errors.New("want ready, delayed or locked")
+			}
+			return nil
+		})
 		payload := fs.Bool("payload", false, "show each message's payload (text, else hex; clipped), -json always has it")
 		return func(ctx context.Context, s *session, args []string) error {
 			return s.peek(ctx, args[0], o, dead, *payload)

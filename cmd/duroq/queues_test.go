@@ -287,6 +287,17 @@ func queuesScenario(t *testing.T, c *qcli, locked int64) {
 		if !slices.Equal(seen, ids) {
 			t.Errorf("JSON pages of 2 peeked %v; want %v", seen, ids)
 		}
+		for state, want := range map[string][]int64{"locked": {locked}, "delayed": {ids[6]}, "ready": ids[1:6]} {
+			var p peeked
+			c.decode(&p, "peek", "orders", "-state", state)
+			var got []int64
+			for _, m := range p.Messages {
+				got = append(got, m.ID)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("peek -state %s: %v, want %v", state, got, want)
+			}
+		}
 		var keyed peeked
 		c.decode(&keyed, "peek", "orders", "-key", "cust-a")
 		if len(keyed.Messages) != 3 || keyed.Messages[0].ID != ids[2] || string(keyed.Messages[2].Payload) != "a3" {
@@ -438,6 +449,7 @@ func TestQueuesRefusesBadCommandLines(t *testing.T) {
 			{"peek", "-db", missing},
 			{"peek", "", "-db", missing},
 			{"peek", "q", "-db", missing, "-limit", "0"},
+			{"peek", "q", "-db", missing, "-state", "stuck"},
 			{"peek", "q", "-db", missing, "-limit", "1001"},
 			{"peek", "q", "-db", missing, "-after", "-1"},
 			{"dead-letters", "q", "-db", missing, "-after", "x"},

@@ -440,6 +440,14 @@ func statsColumns(now string) string {
 	min(visible_at) FILTER (WHERE visible_at > $now AND lock_token IS NULL) AS next_visible`)
 }
 
+// stateConditions select the messages in each state as statsColumns counts them,
+// $4 being now.
+var stateConditions = map[mq.MessageState]string{
+	mq.StateReady:   `visible_at <= $4`,
+	mq.StateLocked:  `visible_at > $4 AND lock_token IS NOT NULL`,
+	mq.StateDelayed: `visible_at > $4 AND lock_token IS NULL`,
+}
+
 // statsRow is a row of statsColumns (and of the queue's name, for Queues).
 type statsRow struct {
 	Queue   string        `db:"queue"`
@@ -511,6 +519,9 @@ func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]
 	where := `queue = $1 AND id > $2`
 	if opts.RoutingKey != "" {
 		where, args = where+` AND routing_key = $5`, append(args, opts.RoutingKey)
+	}
+	if opts.State != "" {
+		where += ` AND ` + stateConditions[opts.State]
 	}
 	var rows []struct {
 		ID             int64          `db:"id"`

@@ -54,14 +54,26 @@ func (r infoRow) info(now int64) mq.MessageInfo {
 		OriginQueue: r.OriginQueue.String, DeadLetteredAt: optMicros(r.DeadLetteredAt)}
 }
 
-// peekSQL reads a page of a queue, or of one key of it: a range of the (queue, id)
-// or (queue, routing_key, id) index.
-func peekSQL(byKey bool) string {
+// peekSQL reads a page of a queue, or of one key of it (a range of the (queue, id)
+// or (queue, routing_key, id) index), of the messages in state if it is not empty
+// (its condition takes now).
+func peekSQL(byKey bool, state mq.MessageState) string {
 	query := `SELECT ` + infoColumns + ` FROM mq_messages WHERE queue = ? AND id > ?`
 	if byKey {
 		query += ` AND routing_key = ?`
 	}
+	if state != "" {
+		query += ` AND ` + stateConditions[state]
+	}
 	return query + ` ORDER BY id LIMIT ?`
+}
+
+// stateConditions select the messages in each state as statsColumns counts them;
+// each takes now.
+var stateConditions = map[mq.MessageState]string{
+	mq.StateReady:   `visible_at <= ?`,
+	mq.StateLocked:  `visible_at > ? AND lock_token IS NOT NULL`,
+	mq.StateDelayed: `visible_at > ? AND lock_token IS NULL`,
 }
 
 // Peek implements mq.Admin. It reads outside any write transaction.
@@ -79,15 +91,18 @@ func (q *Queue) PeekTx(ctx context.Context, r sqlx.QueryerContext, queue string,
 	if err != nil {
 		return nil, err
 	}
+	now := micros(q.now())
 	args := []any{queue, opts.AfterID}
 	if opts.RoutingKey != "" {
 		args = append(args, opts.RoutingKey)
 	}
+	if opts.State != "" {
+		args = append(args, now)
+	}
 	var rows []infoRow
-	if err := q.stmts.Select(ctx, r, &rows, peekSQL(opts.RoutingKey != ""), append(args, opts.Limit)...); err != nil {
+	if err := q.stmts.Select(ctx, r, &rows, peekSQL(opts.RoutingKey != "", opts.State), append(args, opts.Limit)...); err != nil {
 		return nil, wrap(op, err)
 	}
-	now := micros(q.now())
 	out := make([]mq.MessageInfo, len(rows))
 	for i, row := range rows {
 		out[i] = row.info(now)

@@ -45,8 +45,10 @@ func TestStatementsUseTheirIndexes(t *testing.T) {
 		{"ack", ackSQL(3), []string{"mq_messages_token (lock_token=? AND rowid>? AND rowid<?)"}},
 		{"dead letters", deadSQL(3), []string{"mq_messages_token (lock_token=? AND rowid>? AND rowid<?)", "INDEX mq_messages_key (queue=? AND message_key=?)"}},
 		{"release", releaseSQL(3), []string{"mq_messages_token (lock_token=? AND rowid>? AND rowid<?)"}},
-		{"peek", peekSQL(false), []string{"USING INDEX mq_messages_queue (queue=? AND id>?)"}},
-		{"peek key", peekSQL(true), []string{"USING INDEX mq_messages_routing (queue=? AND routing_key=? AND id>?)"}},
+		{"peek", peekSQL(false, ""), []string{"USING INDEX mq_messages_queue (queue=? AND id>?)"}},
+		{"peek key", peekSQL(true, ""), []string{"USING INDEX mq_messages_routing (queue=? AND routing_key=? AND id>?)"}},
+		{"peek locked", peekSQL(false, mq.StateLocked), []string{"(queue=? AND id>?)"}},
+		{"peek key ready", peekSQL(true, mq.StateReady), []string{"(queue=? AND routing_key=? AND id>?)"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			plan := explain(t, q, c.query)
