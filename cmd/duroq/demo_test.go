@@ -72,6 +72,9 @@ func TestDemoCompletesEveryOrder(t *testing.T) {
 	if st, err := runtime.NewClient(p).Status(t.Context(), "order-006"); err != nil || st.State != runtime.StateCompleted {
 		t.Fatalf("order-006 in a copy of the demo's closed file: %+v, %v; want it completed", st, err)
 	}
+	url := serveUI(t, "-db", db) // the UI serves what the demo left, once it is closed
+	uiPage(t, url+"/instances?orchestration=ProcessOrder", `data-id="order-001"`, `data-id="order-006"`)
+	uiPage(t, url+"/instance?id=order-003", "auto-approved", "TimerFired", "ShipOrder")
 }
 
 // The demo runs on PostgreSQL too, in the schema it is given, and the UI serves
