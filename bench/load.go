@@ -358,7 +358,16 @@ func (d *driver) report(elapsed, cpu time.Duration, unbounded string) Report {
 		OrchPerSec: float64(cfg.N) / elapsed.Seconds(), ActPerSec: float64(acts) / elapsed.Seconds(),
 		P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), CPUPerOrch: cpu / time.Duration(cfg.N),
 		Settings: fmt.Sprintf("n=%d k=%d f=%d activity-delay=%v timer-delay=%v concurrency=%d (0: %s) orchestration-dispatchers=%d workers=%d state-cache=%d (0: runtime defaults)",
-			cfg.N, cfg.K, cfg.F, cfg.ActivityDelay, cfg.TimerDelay, cfg.Concurrency, unbounded, o.OrchestrationConcurrency, o.WorkerConcurrency, o.StateCacheSize)}
+			cfg.N, cfg.K, cfg.F, cfg.ActivityDelay, cfg.TimerDelay, cfg.Concurrency, unbounded, o.OrchestrationConcurrency, o.WorkerConcurrency, o.StateCacheSize) +
+			tracing(o)}
+}
+
+// tracing says whether the runtime traced the run.
+func tracing(o runtime.Options) string {
+	if o.TracerProvider == nil {
+		return ""
+	}
+	return " tracing=on"
 }
 
 func activitiesPer(cfg Config) int {

@@ -96,7 +96,7 @@ func (c *Client) StartOrchestrationVersioned(ctx context.Context, instance, name
 		return fmt.Errorf("%s %s: %w: empty orchestration name", op, instance, provider.ErrInvalid)
 	}
 	return c.enqueue(ctx, op, provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: instance, ExecutionID: provider.InitialExecutionID,
-		Name: name, Version: version, Input: input})
+		Name: name, Version: version, Input: input, TraceParent: traceParent(ctx)})
 }
 
 // RaiseEvent delivers an external event to a WaitForEvent(name) of the instance that

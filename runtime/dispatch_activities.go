@@ -217,7 +217,10 @@ func (r *Runtime) runActivity(ctx context.Context, lease *provider.WorkItemLease
 		return
 	}
 
-	actx, cancel := context.WithCancel(ctx)
+	spanCtx, span := r.startActivitySpan(ctx, lease)
+	traced, failure := "abandoned", error(nil) // the span's outcome, as each return below sets it
+	defer func() { endActivitySpan(span, traced, failure) }()
+	actx, cancel := context.WithCancel(spanCtx)
 	defer cancel()
 	var lostMu sync.Mutex
 	var lost error
@@ -262,12 +265,17 @@ func (r *Runtime) runActivity(ctx context.Context, lease *provider.WorkItemLease
 	lostMu.Unlock()
 	if gone != nil {
 		log.Info("activity cancelled; its result is dropped", "reason", gone)
+		traced = "cancelled"
 		return
 	}
 	if ctx.Err() != nil && o.err != nil {
 		// Stopped by shutdown: let another runtime run it again.
 		_ = r.p.AbandonWorkItem(context.WithoutCancel(ctx), lease.LockToken, 0, true)
 		return
+	}
+	traced, failure = "completed", o.err
+	if o.err != nil {
+		traced = "failed"
 	}
 	completion := &provider.WorkItem{Kind: provider.WorkActivityCompleted, Instance: item.Instance, ExecutionID: item.ExecutionID, ID: item.ID, Result: o.result}
 	if p, ok := o.err.(*userPanic); ok {

@@ -384,9 +384,11 @@ func (r *Runtime) decideTurn(item *provider.OrchestrationItem, failure *provider
 		fn = func(*Context, string) (string, error) { return "", errors.New("no code") } // ended, poisoned or not started: never run
 	}
 
+	spanCtx, span := r.startTurnSpan(&turn)
 	res, e := r.states.run(turn, fn)
 	ack = provider.OrchestrationAck{ExecutionID: turn.ExecutionID, HistoryDelta: res.NewEvents, WorkerItems: res.WorkerItems,
 		OrchestratorItems: res.OrchestratorItems, CancelledActivities: res.CancelledActivities}
+	endTurnSpan(spanCtx, span, &ack, res.Status, res.Output)
 	if len(turn.History) == 0 && len(res.NewEvents) > 0 {
 		pin, _ := provider.ParseSemVer(r.opts.RuntimeVersion)
 		ack.Metadata = provider.ExecutionMetadata{OrchestrationName: &res.Name, OrchestrationVersion: &res.Version,

@@ -25,6 +25,11 @@
 // eventstore.EventStore; conformance.TestRuntime runs the end-to-end scenarios below
 // on any provider. A history is a []provider.Event (Replay, runtimetest.History).
 //
+// Options.TracerProvider traces every turn and activity through OpenTelemetry's
+// API, each span a child of what caused it; the trace context travels in work items
+// and history, so a trace follows an orchestration across processes. Without it
+// nothing is recorded.
+//
 // # Feature map
 //
 // Every feature of duroxide's orchestration API (its feature table §2.1–2.6) and its

@@ -422,7 +422,7 @@ func (e *engine) acceptMessages(ended bool) {
 			if len(e.events) == 0 {
 				ev := e.appendEvent(provider.Event{Kind: provider.EventOrchestrationStarted, Name: m.Name, Version: m.Version, Input: m.Input,
 					ParentInstance: m.ParentInstance, ParentID: m.ParentID, ParentExecutionID: m.ParentExecutionID,
-					CarryForward: m.CarryForward, InitialCustomStatus: m.InitialCustomStatus})
+					CarryForward: m.CarryForward, InitialCustomStatus: m.InitialCustomStatus, TraceParent: m.TraceParent})
 				e.started(ev)
 			} else if m.Kind == provider.WorkStartOrchestration {
 				e.answerCollision(m)

@@ -7,8 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/duroq/duroq/runtime/provider"
 )
@@ -117,6 +121,13 @@ type Options struct {
 
 	// Logger receives the runtime's and the orchestrations' logs (default: none).
 	Logger *slog.Logger
+	// TracerProvider receives a span for every orchestration turn and activity
+	// execution, each a child of the span that caused it: the turn that scheduled the
+	// activity or started the execution, and for a new instance the span in the
+	// context given to Client.StartOrchestration. Trace context travels in work
+	// items and history, so a trace follows an orchestration across processes.
+	// Default: none (a no-op provider; nothing is recorded or stamped).
+	TracerProvider trace.TracerProvider
 	// Now is the clock that stamps events and schedules timers (default time.Now).
 	Now func() time.Time
 }
@@ -179,6 +190,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = noop.NewTracerProvider()
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -198,10 +212,11 @@ func renewEvery(timeout, buffer time.Duration) time.Duration {
 // dispatchers replay turns, worker dispatchers run activities, and a session manager
 // keeps this node's sessions. Several runtimes (processes) may share one provider.
 type Runtime struct {
-	p    provider.Provider
-	reg  *Registry
-	opts Options
-	log  *slog.Logger
+	p      provider.Provider
+	reg    *Registry
+	opts   Options
+	log    *slog.Logger
+	tracer trace.Tracer
 
 	mu         sync.Mutex
 	running    bool
@@ -225,7 +240,7 @@ func New(p provider.Provider, reg *Registry, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{p: p, reg: reg, opts: o, log: o.Logger, finished: make(chan struct{}),
+	return &Runtime{p: p, reg: reg, opts: o, log: o.Logger, tracer: o.TracerProvider.Tracer(tracerName), finished: make(chan struct{}),
 		sessions: sessionTracker{inFlight: map[string]int{}}, notify: newCompletions(), states: newStateCache(o.StateCacheSize)}, nil
 }
 

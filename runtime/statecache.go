@@ -95,7 +95,7 @@ func eventEqual(a, b *provider.Event) bool {
 		a.Tag == b.Tag && a.FireAtMs == b.FireAtMs && a.Key == b.Key && a.Value == b.Value &&
 		a.LastUpdatedAtMs == b.LastUpdatedAtMs && pointeeEqual(a.Details, b.Details) &&
 		pointeeEqual(a.Status, b.Status) && pointeeEqual(a.InitialCustomStatus, b.InitialCustomStatus) &&
-		slices.Equal(a.CarryForward, b.CarryForward)
+		slices.Equal(a.CarryForward, b.CarryForward) && a.TraceParent == b.TraceParent
 }
 
 func pointeeEqual[T comparable](a, b *T) bool {

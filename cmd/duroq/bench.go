@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, to drop the benchmark's schema
 
@@ -131,6 +133,7 @@ func benchCmd(args []string, out io.Writer) error {
 type loadFlags struct {
 	n, k, f, concurrency, orchConc, workers, stateCache *int
 	delay                                               *time.Duration
+	trace                                               *bool
 }
 
 func addLoadFlags(fs *flag.FlagSet) *loadFlags {
@@ -143,13 +146,25 @@ func addLoadFlags(fs *flag.FlagSet) *loadFlags {
 		orchConc:    fs.Int("orchestrations", 0, "orchestration dispatchers (0: the runtime default)"),
 		workers:     fs.Int("workers", 0, "activity slots (0: the runtime default)"),
 		stateCache:  fs.Int("state-cache", 0, "executions whose replayed state is cached between turns (0: the runtime default, -1: off)"),
+		trace:       fs.Bool("trace", false, "trace every turn and activity with OpenTelemetry's SDK (spans batched, then discarded): what tracing costs"),
 	}
 }
 
 func (l *loadFlags) config(workload string) bench.Config {
-	return bench.Config{Workload: workload, N: *l.n, K: *l.k, F: *l.f, ActivityDelay: *l.delay, Concurrency: *l.concurrency,
+	cfg := bench.Config{Workload: workload, N: *l.n, K: *l.k, F: *l.f, ActivityDelay: *l.delay, Concurrency: *l.concurrency,
 		Options: runtime.Options{OrchestrationConcurrency: *l.orchConc, WorkerConcurrency: *l.workers, StateCacheSize: *l.stateCache}}
+	if *l.trace {
+		cfg.Options.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardSpans{}))
+	}
+	return cfg
 }
+
+// discardSpans is a span exporter that drops what it is given: the spans are
+// recorded and batched as with a real exporter, without the export's own cost.
+type discardSpans struct{}
+
+func (discardSpans) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardSpans) Shutdown(context.Context) error                             { return nil }
 
 // loadArgs are the flags of loadFlags that make cfg.
 func loadArgs(cfg bench.Config) []string {
@@ -157,7 +172,7 @@ func loadArgs(cfg bench.Config) []string {
 	return []string{"-workload", cfg.Workload, "-n", strconv.Itoa(cfg.N), "-k", strconv.Itoa(cfg.K), "-f", strconv.Itoa(cfg.F),
 		"-activity-delay", cfg.ActivityDelay.String(), "-concurrency", strconv.Itoa(cfg.Concurrency),
 		"-orchestrations", strconv.Itoa(o.OrchestrationConcurrency), "-workers", strconv.Itoa(o.WorkerConcurrency),
-		"-state-cache", strconv.Itoa(o.StateCacheSize)}
+		"-state-cache", strconv.Itoa(o.StateCacheSize), "-trace=" + strconv.FormatBool(o.TracerProvider != nil)}
 }
 
 // benchBackend is a fresh provider of `duroq bench` and what it leaves behind: Close

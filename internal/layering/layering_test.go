@@ -10,10 +10,11 @@ const module = "github.com/duroq/duroq"
 
 // allowed lists, per package, the non-standard imports it may have (by prefix).
 var allowed = map[string][]string{
-	"txn":                                {},
-	"mq":                                 {"txn", "internal/wake", "github.com/google/uuid"},
-	"eventstore":                         {"txn"},
-	"runtime":                            {"runtime/provider"},
+	"txn":        {},
+	"mq":         {"txn", "internal/wake", "github.com/google/uuid"},
+	"eventstore": {"txn"},
+	"runtime": {"runtime/provider", // OpenTelemetry's API only, never its SDK:
+		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation"},
 	"runtime/provider":                   {"github.com/vmihailenco/msgpack/v5"},
 	"runtime/faultprovider":              {"runtime/provider", "runtime"},
 	"runtime/runtimetest":                {"runtime/provider", "runtime", "adapter"},
@@ -47,7 +48,7 @@ var allowed = map[string][]string{
 	"pgdb":           {"internal/pgsql", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
 	"sqliteprovider": {"adapter", "mq/sqlite", "eventstore/sqlite", "sqlitedb"},
 	"pgprovider":     {"adapter", "mq/postgres", "eventstore/postgres", "pgdb"},
-	"cmd/duroq": {"adapter", "bench", "ui", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
+	"cmd/duroq": {"adapter", "bench", "ui", "go.opentelemetry.io/otel/sdk", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
 		"sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "internal/migrate", "internal/pgsql", "github.com/jackc/pgx/v5", "github.com/mattn/go-sqlite3"},
 }
 

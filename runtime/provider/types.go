@@ -97,6 +97,10 @@ type Event struct {
 	LastUpdatedAtMs     int64         `msgpack:"kvts,omitempty"` // when the KV value was set (the turn's clock), in Unix milliseconds
 	CarryForward        []NameData    `msgpack:"cf,omitempty"`   // queue messages the previous execution left unconsumed
 	InitialCustomStatus *string       `msgpack:"ics,omitempty"`  // the custom status carried from the previous execution (nil: none)
+	// TraceParent is, on OrchestrationStarted, the W3C traceparent of the span that
+	// started the execution ("" = none): every turn of the execution is traced as
+	// its child.
+	TraceParent string `msgpack:"tp,omitempty"`
 }
 
 // IsTerminal reports whether the event ends its execution.
@@ -191,6 +195,9 @@ type WorkItem struct {
 	Details             *ErrorDetails `msgpack:"err,omitempty"`  // the failure of ActivityFailed and SubOrchFailed
 	CarryForward        []NameData    `msgpack:"cf,omitempty"`   // unconsumed queue messages for the next execution, at most MaxCarryForward
 	InitialCustomStatus *string       `msgpack:"ics,omitempty"`  // the custom status for the next execution (nil: none)
+	// TraceParent is the W3C traceparent of the span that sent the item ("" =
+	// none): a start's becomes its execution's, an activity is traced as its child.
+	TraceParent string `msgpack:"tp,omitempty"`
 }
 
 // TargetInstance is the instance whose orchestrator queue the item belongs to: the
