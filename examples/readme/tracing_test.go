@@ -36,7 +36,7 @@ func Example_tracing() {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	go rt.Run(runCtx)
-	ctx, span := tp.Tracer("shop").Start(ctx, "request")                                  // a web request, say
+	ctx, span := tp.Tracer("shop").Start(ctx, "request")                                      // a web request, say
 	if err := rt.Client().StartOrchestration(ctx, "greet-1", "Greeting", "ann"); err != nil { // joins its trace
 		panic(err)
 	}
