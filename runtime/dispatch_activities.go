@@ -204,6 +204,7 @@ func (r *Runtime) runActivity(ctx context.Context, lease *provider.WorkItemLease
 		d := &provider.ErrorDetails{Kind: provider.ErrorPoison, PoisonType: provider.PoisonActivity, Instance: item.Instance, ExecutionID: item.ExecutionID,
 			ActivityName: item.Name, ActivityID: item.ID, AttemptCount: lease.AttemptCount, MaxAttempts: r.opts.MaxAttempts, Message: reason}
 		log.Warn("poison activity", "attempts", lease.AttemptCount, "reason", reason)
+		r.metrics.poisoned("activity")
 		settle(settledActivity{lease, failedItem(item, d), log})
 		return
 	}
@@ -218,8 +219,12 @@ func (r *Runtime) runActivity(ctx context.Context, lease *provider.WorkItemLease
 	}
 
 	spanCtx, span := r.startActivitySpan(ctx, lease)
-	traced, failure := "abandoned", error(nil) // the span's outcome, as each return below sets it
-	defer func() { endActivitySpan(span, traced, failure) }()
+	traced, failure := "abandoned", error(nil) // the outcome, as each return below sets it
+	began := time.Now()
+	defer func() {
+		r.metrics.activityRan(item.Name, traced, time.Since(began))
+		endActivitySpan(span, traced, failure)
+	}()
 	actx, cancel := context.WithCancel(spanCtx)
 	defer cancel()
 	var lostMu sync.Mutex
@@ -266,6 +271,7 @@ func (r *Runtime) runActivity(ctx context.Context, lease *provider.WorkItemLease
 	if gone != nil {
 		log.Info("activity cancelled; its result is dropped", "reason", gone)
 		traced = "cancelled"
+		r.metrics.lostLock("activity")
 		return
 	}
 	if ctx.Err() != nil && o.err != nil {

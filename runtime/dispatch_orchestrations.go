@@ -67,6 +67,7 @@ func (r *Runtime) runTurns(ctx context.Context, items []*provider.OrchestrationI
 			for _, item := range b.held.live() {
 				if err := r.p.RenewOrchestrationItemLock(ctx, item.LockToken, r.opts.OrchestratorLockTimeout); err != nil && !provider.IsRetryable(err) {
 					r.log.Warn("orchestration lock lost during a turn", "instance", item.Instance, "err", err)
+					r.metrics.lostLock("orchestration")
 				}
 			}
 			return nil
@@ -290,6 +291,7 @@ func (r *Runtime) giveUp(ctx context.Context, b *turnBatch) {
 // ended tells waiters and the hook about an execution a committed turn ended.
 func (r *Runtime) ended(item *provider.OrchestrationItem, ack provider.OrchestrationAck) {
 	if s := ack.Metadata.Status; s != nil {
+		r.metrics.executionEnded(item, ack)
 		r.notify.done(item.Instance)
 		if r.opts.OnExecutionEnded != nil {
 			r.opts.OnExecutionEnded(item.Instance, ack.ExecutionID, *s)
@@ -384,8 +386,16 @@ func (r *Runtime) decideTurn(item *provider.OrchestrationItem, failure *provider
 		fn = func(*Context, string) (string, error) { return "", errors.New("no code") } // ended, poisoned or not started: never run
 	}
 
+	if turn.Poison != nil {
+		r.metrics.poisoned("orchestration")
+	}
 	spanCtx, span := r.startTurnSpan(&turn)
-	res, e := r.states.run(turn, fn)
+	began := time.Now()
+	res, e, resumed := r.states.run(turn, fn)
+	r.metrics.turnRan(res.Name, res.Status, resumed, time.Since(began))
+	if span.IsRecording() {
+		span.SetAttributes(attrResumed.Bool(resumed))
+	}
 	ack = provider.OrchestrationAck{ExecutionID: turn.ExecutionID, HistoryDelta: res.NewEvents, WorkerItems: res.WorkerItems,
 		OrchestratorItems: res.OrchestratorItems, CancelledActivities: res.CancelledActivities}
 	endTurnSpan(spanCtx, span, &ack, res.Status, res.Output)

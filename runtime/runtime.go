@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/duroq/duroq/runtime/provider"
 )
@@ -126,8 +126,19 @@ type Options struct {
 	// activity or started the execution, and for a new instance the span in the
 	// context given to Client.StartOrchestration. Trace context travels in work
 	// items and history, so a trace follows an orchestration across processes.
-	// Default: none (a no-op provider; nothing is recorded or stamped).
+	// Default: none (no span is made, nothing is stamped: no cost).
 	TracerProvider trace.TracerProvider
+	// MeterProvider receives the runtime's metrics (default: none, no cost):
+	// duroq.turn.duration (s; by duroq.orchestration.name,
+	// duroq.orchestration.status after the turn, duroq.turn.resumed: whether the
+	// turn resumed cached state instead of replaying), duroq.activity.duration (s;
+	// by duroq.activity.name, duroq.activity.outcome), duroq.execution.duration (s,
+	// from an execution's first turn to the turn that ended it; by name and final
+	// status), duroq.poison (work given up after MaxAttempts; by duroq.poison.type),
+	// duroq.lock.lost (by duroq.work: orchestration, activity) and, when the
+	// provider has a management API, the gauge duroq.queue.depth (by duroq.queue:
+	// orchestrator, worker, timer).
+	MeterProvider metric.MeterProvider
 	// Now is the clock that stamps events and schedules timers (default time.Now).
 	Now func() time.Time
 }
@@ -190,9 +201,6 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.TracerProvider == nil {
-		o.TracerProvider = noop.NewTracerProvider()
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -212,11 +220,12 @@ func renewEvery(timeout, buffer time.Duration) time.Duration {
 // dispatchers replay turns, worker dispatchers run activities, and a session manager
 // keeps this node's sessions. Several runtimes (processes) may share one provider.
 type Runtime struct {
-	p      provider.Provider
-	reg    *Registry
-	opts   Options
-	log    *slog.Logger
-	tracer trace.Tracer
+	p       provider.Provider
+	reg     *Registry
+	opts    Options
+	log     *slog.Logger
+	tracer  trace.Tracer // nil without Options.TracerProvider
+	metrics *metrics     // nil without Options.MeterProvider
 
 	mu         sync.Mutex
 	running    bool
@@ -240,7 +249,7 @@ func New(p provider.Provider, reg *Registry, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{p: p, reg: reg, opts: o, log: o.Logger, tracer: o.TracerProvider.Tracer(tracerName), finished: make(chan struct{}),
+	return &Runtime{p: p, reg: reg, opts: o, log: o.Logger, tracer: newTracer(o.TracerProvider), metrics: newMetrics(o.MeterProvider), finished: make(chan struct{}),
 		sessions: sessionTracker{inFlight: map[string]int{}}, notify: newCompletions(), states: newStateCache(o.StateCacheSize)}, nil
 }
 
@@ -265,6 +274,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	r.mu.Unlock()
 	defer close(r.finished)
 	defer stop()
+	defer r.metrics.observeDepths(r.p, r.log)()
 
 	// Work runs on its own context so that shutdown drains it instead of killing it.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))

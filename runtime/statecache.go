@@ -36,17 +36,16 @@ func newStateCache(size int) *stateCache {
 // is current and replaying otherwise. It returns the engine to put back once the
 // turn is committed, or nil when the execution ended or its state cannot be reused;
 // the caller owns it until then (close it if the commit fails).
-func (c *stateCache) run(t Turn, fn Orchestration) (TurnResult, *engine) {
+func (c *stateCache) run(t Turn, fn Orchestration) (res TurnResult, e *engine, resumed bool) {
 	if c == nil {
-		return RunTurn(t, fn), nil
+		return RunTurn(t, fn), nil, false
 	}
-	e := c.take(t.Instance)
+	e = c.take(t.Instance)
 	if e != nil && !e.current(t) {
 		e.close()
 		e = nil
 	}
-	var res TurnResult
-	if e != nil {
+	if resumed = e != nil; resumed {
 		res = e.resume(t)
 	} else {
 		e = newEngine(t)
@@ -54,12 +53,12 @@ func (c *stateCache) run(t Turn, fn Orchestration) (TurnResult, *engine) {
 	}
 	if !e.resumable() {
 		e.close()
-		return res, nil
+		return res, nil, resumed
 	}
 	// Keep only what the next turn resumes from: the engine has its own copy of the
 	// history, and the messages and the result are the caller's.
 	e.t.History, e.t.Messages, e.res = nil, nil, TurnResult{}
-	return res, e
+	return res, e, resumed
 }
 
 // current reports whether the engine's state is the one a replay of t's history

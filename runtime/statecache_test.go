@@ -77,7 +77,7 @@ func (tw *twin) run(msgs ...provider.WorkItem) (TurnResult, *engine) {
 	want := RunTurn(tw.turnOf(msgs, &tw.wantLog), tw.fn)
 	_, held := tw.cache.byInst["i"]
 	starts := tw.starts
-	got, e := tw.cache.run(tw.turnOf(msgs, &tw.gotLog), func(ctx *Context, in string) (string, error) {
+	got, e, _ := tw.cache.run(tw.turnOf(msgs, &tw.gotLog), func(ctx *Context, in string) (string, error) {
 		tw.starts++
 		defer func() { tw.unwound++ }()
 		return tw.fn(ctx, in)
@@ -626,7 +626,7 @@ func TestStateCachePoisonAndFailedCommitDropTheEntry(t *testing.T) {
 	turn := tw.turnOf(tw.completeAll(res), &strings.Builder{})
 	turn.Poison = &provider.ErrorDetails{Kind: provider.ErrorPoison, PoisonType: provider.PoisonOrchestration, Instance: "i", AttemptCount: 11, MaxAttempts: 10}
 	want := RunTurn(turn, tw.fn)
-	got, kept := tw.cache.run(turn, tw.fn)
+	got, kept, _ := tw.cache.run(turn, tw.fn)
 	if kept != nil || !reflect.DeepEqual(got, want) || got.Status != provider.StatusFailed || tw.cache.order.Len() != 0 {
 		t.Fatalf("poisoned turn: kept %v, got %+v, want %+v", kept, got, want)
 	}
@@ -646,7 +646,7 @@ func TestStateCacheEvictsLeastRecentlyUsedAndStopsCode(t *testing.T) {
 	c := newStateCache(2)
 	fn := unwinding(&unwinds)
 	turn := func(instance string, history []provider.Event, msgs ...provider.WorkItem) []provider.Event {
-		res, e := c.run(Turn{Instance: instance, ExecutionID: 1, History: history, Messages: msgs, Now: time.UnixMilli(1000)}, fn)
+		res, e, _ := c.run(Turn{Instance: instance, ExecutionID: 1, History: history, Messages: msgs, Now: time.UnixMilli(1000)}, fn)
 		c.put(e)
 		return append(history, res.NewEvents...)
 	}
@@ -679,7 +679,7 @@ func TestStateCacheEvictsLeastRecentlyUsedAndStopsCode(t *testing.T) {
 func TestStateCacheDisabled(t *testing.T) {
 	unwinds := 0
 	c := newStateCache(-1)
-	res, e := c.run(Turn{Instance: "a", ExecutionID: 1, Messages: []provider.WorkItem{{Kind: provider.WorkStartOrchestration, Instance: "a", Name: "O"}}}, unwinding(&unwinds))
+	res, e, _ := c.run(Turn{Instance: "a", ExecutionID: 1, Messages: []provider.WorkItem{{Kind: provider.WorkStartOrchestration, Instance: "a", Name: "O"}}}, unwinding(&unwinds))
 	if c != nil || e != nil || res.Status != provider.StatusRunning || unwinds != 1 {
 		t.Fatalf("a disabled cache kept %v (%d unwinds)", e, unwinds)
 	}

@@ -56,10 +56,24 @@ func withTraceParent(ctx context.Context, tp string) context.Context {
 	return traceContext.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
 }
 
+// newTracer is tp's tracer for the runtime (nil for a nil tp: no spans).
+func newTracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tp.Tracer(tracerName)
+}
+
+// noSpan is what the span functions return when tracing is off: it records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
 // startTurnSpan starts the span of a turn of turn's execution, a child of the span
 // that started the execution (recorded in its OrchestrationStarted event, or carried
 // by the start being handled).
 func (r *Runtime) startTurnSpan(turn *Turn) (context.Context, trace.Span) {
+	if r.tracer == nil {
+		return context.Background(), noSpan
+	}
 	parent, name, version := "", "", ""
 	if len(turn.History) > 0 {
 		parent, name, version = turn.History[0].TraceParent, turn.History[0].Name, turn.History[0].Version
@@ -78,8 +92,8 @@ func (r *Runtime) startTurnSpan(turn *Turn) (context.Context, trace.Span) {
 // it starts (children, a continue-as-new) are traced as its children.
 func endTurnSpan(ctx context.Context, span trace.Span, ack *provider.OrchestrationAck, status, output string) {
 	defer span.End()
-	if !span.IsRecording() && !span.SpanContext().IsValid() {
-		return
+	if !span.SpanContext().IsValid() {
+		return // tracing is off, or the SDK samples nothing and no parent was given
 	}
 	span.SetAttributes(attrNewEvents.Int(len(ack.HistoryDelta)), attrStatus.String(status))
 	if status == provider.StatusFailed {
@@ -101,6 +115,9 @@ func endTurnSpan(ctx context.Context, span trace.Span, ack *provider.Orchestrati
 // startActivitySpan starts the span of an activity execution, a child of the turn
 // that scheduled it.
 func (r *Runtime) startActivitySpan(ctx context.Context, lease *provider.WorkItemLease) (context.Context, trace.Span) {
+	if r.tracer == nil {
+		return ctx, noSpan
+	}
 	item := &lease.Item
 	ctx = withTraceParent(ctx, item.TraceParent)
 	return r.tracer.Start(ctx, "activity "+item.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
@@ -111,6 +128,10 @@ func (r *Runtime) startActivitySpan(ctx context.Context, lease *provider.WorkIte
 // endActivitySpan records an activity's outcome ("completed", "failed",
 // "cancelled", "abandoned") on its span and ends it.
 func endActivitySpan(span trace.Span, outcome string, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	span.SetAttributes(attrOutcome.String(outcome))
 	if err != nil {
 		span.RecordError(err)

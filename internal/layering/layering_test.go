@@ -14,7 +14,8 @@ var allowed = map[string][]string{
 	"mq":         {"txn", "internal/wake", "github.com/google/uuid"},
 	"eventstore": {"txn"},
 	"runtime": {"runtime/provider", // OpenTelemetry's API only, never its SDK:
-		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation"},
+		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
+		"go.opentelemetry.io/otel/propagation"},
 	"runtime/provider":                   {"github.com/vmihailenco/msgpack/v5"},
 	"runtime/faultprovider":              {"runtime/provider", "runtime"},
 	"runtime/runtimetest":                {"runtime/provider", "runtime", "adapter"},

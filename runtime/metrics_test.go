@@ -1,0 +1,140 @@
+package runtime_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/duroq/duroq/adapter"
+	"github.com/duroq/duroq/runtime"
+)
+
+// TestMetrics runs a known workload and reads the runtime's metrics: three Seq
+// instances of two sequential activities each, one that schedules an activity no
+// runtime has (poison after MaxAttempts, then the instance fails), and one that
+// sleeps on a durable timer (its message waits in the orchestrator queue).
+func TestMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	p := adapter.NewMemory(adapter.Options{})
+	defer p.Close()
+	reg := runtime.NewRegistry()
+	_ = reg.RegisterActivity("Double", func(_ *runtime.ActivityContext, in string) (string, error) { return in + in, nil })
+	_ = reg.RegisterOrchestration("Seq", func(ctx *runtime.Context, in string) (string, error) {
+		a, err := ctx.ScheduleActivity("Double", in).Get()
+		if err != nil {
+			return "", err
+		}
+		return ctx.ScheduleActivity("Double", a).Get()
+	})
+	_ = reg.RegisterOrchestration("Lost", func(ctx *runtime.Context, in string) (string, error) {
+		return ctx.ScheduleActivity("Missing", in).Get()
+	})
+	_ = reg.RegisterOrchestration("Sleeper", func(ctx *runtime.Context, in string) (string, error) {
+		ctx.SetCustomStatus("sleeping")
+		_, err := ctx.CreateTimer(time.Hour).Get()
+		return "", err
+	})
+	rt, err := runtime.New(p, reg, runtime.Options{MeterProvider: mp, MaxAttempts: 2, UnregisteredBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- rt.Run(runCtx) }()
+	c := rt.Client()
+	for _, s := range [][2]string{{"s1", "Seq"}, {"s2", "Seq"}, {"s3", "Seq"}, {"lost", "Lost"}, {"sleeper", "Sleeper"}} {
+		if err := c.StartOrchestration(ctx, s[0], s[1], "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"s1", "s2", "s3", "lost"} {
+		if _, err := c.WaitForOrchestration(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.WaitForStatusChange(ctx, "sleeper", 0); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+
+	got := map[string]metricdata.Aggregation{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			got[m.Name] = m.Data
+		}
+	}
+	// histogramCount sums the counts of name's points whose attributes hold want.
+	histogramCount := func(name string, want ...attribute.KeyValue) uint64 {
+		h, _ := got[name].(metricdata.Histogram[float64])
+		var n uint64
+		for _, dp := range h.DataPoints {
+			if hasAll(dp.Attributes, want) {
+				n += dp.Count
+			}
+		}
+		return n
+	}
+	completed := attribute.String("duroq.orchestration.status", "Completed")
+	seq := attribute.String("duroq.orchestration.name", "Seq")
+	if n := histogramCount("duroq.execution.duration", seq, completed); n != 3 {
+		t.Errorf("duroq.execution.duration of completed Seqs: %d, want 3", n)
+	}
+	if n := histogramCount("duroq.execution.duration", attribute.String("duroq.orchestration.status", "Failed")); n != 1 {
+		t.Errorf("duroq.execution.duration of failed executions: %d, want 1 (Lost)", n)
+	}
+	if n := histogramCount("duroq.activity.duration", attribute.String("duroq.activity.name", "Double"), attribute.String("duroq.activity.outcome", "completed")); n != 6 {
+		t.Errorf("duroq.activity.duration of completed Doubles: %d, want 6", n)
+	}
+	// Each Seq runs three turns: its start and each activity's completion.
+	if all, done := histogramCount("duroq.turn.duration", seq), histogramCount("duroq.turn.duration", seq, completed); all != 9 || done != 3 {
+		t.Errorf("duroq.turn.duration of Seq: %d turns, %d ending Completed; want 9 and 3", all, done)
+	}
+	if n := histogramCount("duroq.turn.duration", seq, attribute.Bool("duroq.turn.resumed", true)); n == 0 || n > 6 {
+		t.Errorf("Seq turns that resumed cached state: %d, want 1 to 6 (never a first turn)", n)
+	}
+	if poison, _ := got["duroq.poison"].(metricdata.Sum[int64]); sumOf(poison, attribute.String("duroq.poison.type", "activity")) != 1 {
+		t.Errorf("duroq.poison of activities: %+v, want 1 (Missing)", poison.DataPoints)
+	}
+	depth, _ := got["duroq.queue.depth"].(metricdata.Gauge[int64])
+	queued := map[string]int64{}
+	for _, dp := range depth.DataPoints {
+		q, _ := dp.Attributes.Value("duroq.queue")
+		queued[q.AsString()] = dp.Value
+	}
+	if len(queued) != 3 || queued["orchestrator"] != 1 || queued["timer"] != 1 || queued["worker"] != 0 {
+		t.Errorf("duroq.queue.depth: %v, want the orchestrator queue to hold the sleeper's timer, and nothing else", queued)
+	}
+}
+
+func hasAll(set attribute.Set, want []attribute.KeyValue) bool {
+	for _, kv := range want {
+		if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}
+
+func sumOf(s metricdata.Sum[int64], want ...attribute.KeyValue) int64 {
+	var n int64
+	for _, dp := range s.DataPoints {
+		if hasAll(dp.Attributes, want) {
+			n += dp.Value
+		}
+	}
+	return n
+}
