@@ -18,10 +18,17 @@ import (
 // runtime has (poison after MaxAttempts, then the instance fails), and one that
 // sleeps on a durable timer (its message waits in the orchestrator queue).
 func TestMetrics(t *testing.T) {
+	for _, pair := range pairs {
+		t.Run(pair.name, func(t *testing.T) {
+			p, _ := pair.open(t)
+			testMetrics(t, p)
+		})
+	}
+}
+
+func testMetrics(t *testing.T, p *adapter.Provider) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	p := adapter.NewMemory(adapter.Options{})
-	defer p.Close()
 	reg := runtime.NewRegistry()
 	_ = reg.RegisterActivity("Double", func(_ *runtime.ActivityContext, in string) (string, error) { return in + in, nil })
 	_ = reg.RegisterOrchestration("Seq", func(ctx *runtime.Context, in string) (string, error) {
@@ -39,15 +46,9 @@ func TestMetrics(t *testing.T) {
 		_, err := ctx.CreateTimer(time.Hour).Get()
 		return "", err
 	})
-	rt, err := runtime.New(p, reg, runtime.Options{MeterProvider: mp, MaxAttempts: 2, UnregisteredBackoff: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- rt.Run(runCtx) }()
+	rt := runOn(t, p, reg, runtime.Options{MeterProvider: mp, MaxAttempts: 2})
 	c := rt.Client()
 	for _, s := range [][2]string{{"s1", "Seq"}, {"s2", "Seq"}, {"s3", "Seq"}, {"lost", "Lost"}, {"sleeper", "Sleeper"}} {
 		if err := c.StartOrchestration(ctx, s[0], s[1], "x"); err != nil {
@@ -64,10 +65,6 @@ func TestMetrics(t *testing.T) {
 	}
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
-	stop()
-	if err := <-ran; err != nil {
 		t.Fatal(err)
 	}
 

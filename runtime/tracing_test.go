@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,23 +14,17 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/duroq/duroq/adapter"
+	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/pgdb"
+	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/sqliteprovider"
 )
 
-// tracedRegistry: Parent fans out two Double activities, then runs Child, whose
-// Flaky activity fails once and is retried.
-func tracedRegistry(flaky *atomic.Int32) *runtime.Registry {
+// parentRegistry: Parent fans out two Double activities, then runs Child.
+func parentRegistry() *runtime.Registry {
 	reg := runtime.NewRegistry()
 	_ = reg.RegisterActivity("Double", func(_ *runtime.ActivityContext, in string) (string, error) { return in + in, nil })
-	_ = reg.RegisterActivity("Flaky", func(_ *runtime.ActivityContext, in string) (string, error) {
-		if flaky.Add(1) == 1 {
-			return "", errors.New("first call fails")
-		}
-		return "ok", nil
-	})
-	_ = reg.RegisterOrchestration("Child", func(ctx *runtime.Context, in string) (string, error) {
-		return ctx.ScheduleActivityWithRetry("Flaky", in, runtime.RetryPolicy{MaxAttempts: 2, Backoff: runtime.FixedBackoff{Interval: time.Millisecond}}).Get()
-	})
 	_ = reg.RegisterOrchestration("Parent", func(ctx *runtime.Context, in string) (string, error) {
 		a, b := ctx.ScheduleActivity("Double", "a"), ctx.ScheduleActivity("Double", "b")
 		if errs := ctx.Join(a, b); errors.Join(errs...) != nil {
@@ -40,24 +35,101 @@ func tracedRegistry(flaky *atomic.Int32) *runtime.Registry {
 	return reg
 }
 
+// childRegistry: Child's Flaky activity fails once and is retried.
+func childRegistry(flaky *atomic.Int32) *runtime.Registry {
+	reg := runtime.NewRegistry()
+	_ = reg.RegisterActivity("Flaky", func(_ *runtime.ActivityContext, in string) (string, error) {
+		if flaky.Add(1) == 1 {
+			return "", errors.New("first call fails")
+		}
+		return "ok", nil
+	})
+	_ = reg.RegisterOrchestration("Child", func(ctx *runtime.Context, in string) (string, error) {
+		return ctx.ScheduleActivityWithRetry("Flaky", in, runtime.RetryPolicy{MaxAttempts: 2, Backoff: runtime.FixedBackoff{Interval: time.Millisecond}}).Get()
+	})
+	return reg
+}
+
+// pairs open two providers over one database (memory: one provider twice), as two
+// processes would: nothing passes between them but what the database stores.
+var pairs = []struct {
+	name string
+	open func(t *testing.T) (a, b *adapter.Provider)
+}{
+	{"memory", func(t *testing.T) (*adapter.Provider, *adapter.Provider) {
+		p := adapter.NewMemory(adapter.Options{})
+		t.Cleanup(func() { p.Close() })
+		return p, p
+	}},
+	{"sqlite", func(t *testing.T) (*adapter.Provider, *adapter.Provider) {
+		path := filepath.Join(t.TempDir(), "app.db")
+		var ps [2]*adapter.Provider
+		for i := range ps {
+			p, err := sqliteprovider.Open(path, sqliteprovider.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			ps[i] = p
+		}
+		return ps[0], ps[1]
+	}},
+	{"postgres", func(t *testing.T) (*adapter.Provider, *adapter.Provider) {
+		dsn, schema := pgtest.Schema(t)
+		var ps [2]*adapter.Provider
+		for i := range ps {
+			p, err := pgprovider.Open(t.Context(), dsn, pgprovider.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 4}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			ps[i] = p
+		}
+		return ps[0], ps[1]
+	}},
+}
+
+// runOn runs a runtime of reg with o on p until the test ends.
+func runOn(t *testing.T, p *adapter.Provider, reg *runtime.Registry, o runtime.Options) *runtime.Runtime {
+	t.Helper()
+	o.UnregisteredBackoff, o.MinPollInterval = time.Millisecond, time.Millisecond
+	rt, err := runtime.New(p, reg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- rt.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-ran; err != nil {
+			t.Errorf("runtime: %v", err)
+		}
+	})
+	return rt
+}
+
 // TestTracing: one trace follows an orchestration from the span around
 // StartOrchestration through its turns, its fanned-out activities, a retried
 // activity and a sub-orchestration, each span a child of the span that caused it.
 func TestTracing(t *testing.T) {
+	for _, pair := range pairs {
+		t.Run(pair.name, func(t *testing.T) { testTracing(t, pair.open) })
+	}
+}
+
+// testTracing runs Parent on one runtime and Child, which only the other runtime
+// has, over one database: the child's spans join the parent's trace through what
+// the database stores.
+func testTracing(t *testing.T, open func(t *testing.T) (a, b *adapter.Provider)) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	p := adapter.NewMemory(adapter.Options{})
-	defer p.Close()
+	pa, pb := open(t)
 	var flaky atomic.Int32
-	rt, err := runtime.New(p, tracedRegistry(&flaky), runtime.Options{TracerProvider: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	ran := make(chan error, 1)
-	runCtx, stop := context.WithCancel(ctx)
-	go func() { ran <- rt.Run(runCtx) }()
+	rt := runOn(t, pa, parentRegistry(), runtime.Options{TracerProvider: tp})
+	runOn(t, pb, childRegistry(&flaky), runtime.Options{TracerProvider: tp})
 
 	reqCtx, request := tp.Tracer("test").Start(ctx, "request")
 	if err := rt.Client().StartOrchestration(reqCtx, "parent-1", "Parent", "x"); err != nil {
@@ -66,10 +138,6 @@ func TestTracing(t *testing.T) {
 	request.End()
 	if st, err := rt.Client().WaitForOrchestration(ctx, "parent-1"); err != nil || st.State != runtime.StateCompleted {
 		t.Fatalf("parent-1: %+v, %v", st, err)
-	}
-	stop()
-	if err := <-ran; err != nil {
-		t.Fatal(err)
 	}
 
 	spans := map[trace.SpanID]sdktrace.ReadOnlySpan{}
@@ -155,18 +223,12 @@ func parents(spans []sdktrace.ReadOnlySpan, parentOf func(sdktrace.ReadOnlySpan)
 // Without a TracerProvider nothing is stamped: a start made under a span that no
 // runtime traces still runs, and the history records no trace parent.
 func TestTracingOffStampsNothing(t *testing.T) {
-	p := adapter.NewMemory(adapter.Options{})
-	defer p.Close()
+	p, _ := pairs[0].open(t)
 	var flaky atomic.Int32
-	rt, err := runtime.New(p, tracedRegistry(&flaky), runtime.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go rt.Run(runCtx)
+	rt := runOn(t, p, parentRegistry(), runtime.Options{})
+	runOn(t, p, childRegistry(&flaky), runtime.Options{})
 	if err := rt.Client().StartOrchestration(ctx, "parent-1", "Parent", "x"); err != nil {
 		t.Fatal(err)
 	}
