@@ -9,14 +9,19 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/pgdb"
 	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime"
 	"github.com/duroq/duroq/sqliteprovider"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // The demo's order workflow: typed definitions shared by registration and calls.
@@ -172,6 +177,7 @@ func demo(args []string, out io.Writer) error {
 	work := fs.Duration("work", 20*time.Millisecond, "simulated duration of each activity")
 	workers := fs.Int("workers", 8, "concurrent activities")
 	fresh := fs.Bool("fresh", false, "delete the database first")
+	otelTo := fs.String("otel", "", `"stdout": trace each order, its turns and activities with OpenTelemetry and print the spans on standard output, a JSON object each`)
 	fs.Parse(args)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -202,9 +208,25 @@ func demo(args []string, out io.Writer) error {
 		return err
 	}
 	// Short locks: work a killed process held is taken over seconds after a rerun.
-	rt, err := runtime.New(provider, reg, runtime.Options{WorkerConcurrency: *workers, OrchestrationConcurrency: 2,
+	opts := runtime.Options{WorkerConcurrency: *workers, OrchestrationConcurrency: 2,
 		MinPollInterval: 10 * time.Millisecond, DrainTimeout: 2 * time.Second,
-		WorkerLockTimeout: demoLockTimeout, OrchestratorLockTimeout: demoLockTimeout})
+		WorkerLockTimeout: demoLockTimeout, OrchestratorLockTimeout: demoLockTimeout}
+	tracer := tracenoop.NewTracerProvider().Tracer("")
+	switch *otelTo {
+	case "":
+	case "stdout":
+		out = &lockedWriter{w: out} // the exporter writes from its own goroutine
+		exp, err := stdouttrace.New(stdouttrace.WithWriter(out))
+		if err != nil {
+			return err
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+		defer tp.Shutdown(context.WithoutCancel(ctx)) // exports the last spans
+		opts.TracerProvider, tracer = tp, tp.Tracer("duroq demo")
+	default:
+		return fmt.Errorf("demo: -otel %q: want stdout", clip(*otelTo))
+	}
+	rt, err := runtime.New(provider, reg, opts)
 	if err != nil {
 		return err
 	}
@@ -217,7 +239,10 @@ func demo(args []string, out io.Writer) error {
 	ids := make([]string, *orders)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("order-%03d", i+1)
-		if err := startOrder(ctx, client, i, ids[i]); err != nil {
+		orderCtx, span := tracer.Start(ctx, "order "+ids[i]) // the root of the order's trace
+		err := startOrder(orderCtx, client, i, ids[i])
+		span.End()
+		if err != nil {
 			return err
 		}
 	}
@@ -347,4 +372,16 @@ func progress(statuses map[string]runtime.OrchestrationStatus) (line string, don
 		}
 	}
 	return strings.Join(parts, " · "), ended == len(statuses)
+}
+
+// lockedWriter serialises writes to w from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

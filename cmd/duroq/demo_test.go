@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,6 +77,46 @@ func TestDemoCompletesEveryOrder(t *testing.T) {
 	url := serveUI(t, "-db", db) // the UI serves what the demo left, once it is closed
 	uiPage(t, url+"/instances?orchestration=ProcessOrder", `data-id="order-001"`, `data-id="order-006"`)
 	uiPage(t, url+"/instance?id=order-003", "auto-approved", "TimerFired", "ShipOrder")
+}
+
+// With -otel stdout the demo prints the spans of each order as JSON lines: one trace
+// per order, from its start through its turns, activities and sub-orchestration.
+func TestDemoTraces(t *testing.T) {
+	var out strings.Builder
+	db := filepath.Join(t.TempDir(), "demo.db")
+	if err := demo([]string{"-db", db, "-orders", "2", "-work", "1ms", "-otel", "stdout"}, &out); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	traces := map[string][]string{} // trace id → span names
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var span struct {
+			Name        string
+			SpanContext struct{ TraceID string }
+		}
+		if err := json.Unmarshal([]byte(line), &span); err != nil {
+			t.Fatalf("a span line is not JSON: %v\n%.300s", err, line)
+		}
+		traces[span.SpanContext.TraceID] = append(traces[span.SpanContext.TraceID], span.Name)
+	}
+	if len(traces) != 2 {
+		t.Fatalf("%d traces, want one per order:\n%v", len(traces), traces)
+	}
+	for id, names := range traces {
+		for _, want := range []string{"turn ProcessOrder", "turn ShipOrder", "activity ChargeCard", "activity PackItem"} {
+			if !slices.Contains(names, want) {
+				t.Errorf("trace %s has no %q: %v", id, want, names)
+			}
+		}
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "order order-00") }) {
+			t.Errorf("trace %s has no order span: %v", id, names)
+		}
+	}
+	if err := demo([]string{"-db", db, "-otel", "jaeger"}, &out); err == nil || !strings.Contains(err.Error(), "want stdout") {
+		t.Errorf("-otel jaeger: %v, want a refusal", err)
+	}
 }
 
 // The demo runs on PostgreSQL too, in the schema it is given, and the UI serves

@@ -49,7 +49,7 @@ var allowed = map[string][]string{
 	"pgdb":           {"internal/pgsql", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
 	"sqliteprovider": {"adapter", "mq/sqlite", "eventstore/sqlite", "sqlitedb"},
 	"pgprovider":     {"adapter", "mq/postgres", "eventstore/postgres", "pgdb"},
-	"cmd/duroq": {"adapter", "bench", "ui", "go.opentelemetry.io/otel/sdk", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
+	"cmd/duroq": {"adapter", "bench", "ui", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/stdout", "go.opentelemetry.io/otel/trace", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
 		"sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "internal/migrate", "internal/pgsql", "github.com/jackc/pgx/v5", "github.com/mattn/go-sqlite3"},
 }
 
