@@ -9,6 +9,9 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Handler processes one batch. Returning nil acks every message of the batch.
@@ -125,6 +128,15 @@ type ConsumerOptions struct {
 	ShutdownGrace time.Duration
 	// Logger receives the consumer's records; nil is silent.
 	Logger *slog.Logger
+	// TracerProvider, when set, traces each batch: a span "process <queue>" of kind
+	// consumer (messaging.* attributes, duroq.mq.outcome: acked, retried,
+	// dead_lettered, released, lock_lost, unsettled) that the handler's context
+	// carries. Default: none, no cost.
+	TracerProvider trace.TracerProvider
+	// MeterProvider, when set, receives messaging.process.duration (s, the
+	// handler's time per batch), messaging.client.consumed.messages and
+	// duroq.mq.batches (by duroq.mq.outcome). Default: none, no cost.
+	MeterProvider metric.MeterProvider
 }
 
 // ExponentialBackoff returns base·2^(attempt-1), capped at limit.
@@ -148,6 +160,7 @@ type Consumer struct {
 	handle  Handler
 	o       ConsumerOptions
 	log     *slog.Logger
+	tel     *telemetry // nil without a TracerProvider or MeterProvider
 	running sync.Mutex // one Run at a time
 }
 
@@ -201,7 +214,8 @@ func NewConsumer(q MessageQueue, queue string, h Handler, o ConsumerOptions) (*C
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Consumer{q: q, queue: queue, handle: h, o: o, log: o.Logger.With("queue", queue)}, nil
+	return &Consumer{q: q, queue: queue, handle: h, o: o, log: o.Logger.With("queue", queue),
+		tel: newTelemetry(queue, o.TracerProvider, o.MeterProvider)}, nil
 }
 
 // Run consumes until ctx ends, then stops fetching, lets running handlers finish for
@@ -381,15 +395,28 @@ func (r *run) process(b *Batch) {
 	}()
 	defer func() { stopRenew(); <-renewDone }()
 
+	hctx, span := c.tel.start(hctx, b)
+	began := time.Now()
 	err := c.call(hctx, b)
+	took, outcome := time.Since(began), outcomeAcked
+	defer func() { c.tel.end(span, b, outcome, err, took) }()
 	select {
 	case <-lost:
 		<-r.slots // nothing to settle
 		c.batchLog(b).Warn("consumer lost the batch's lock; it will be redelivered", "handler_err", err)
+		outcome = outcomeLockLost
 		return
 	default:
 	}
 	s, dead, cause := c.settlement(b, err, r.work.Err() != nil)
+	switch {
+	case dead != nil:
+		outcome = outcomeDeadLettered
+	case err != nil && s.Tried > 0:
+		outcome = outcomeRetried
+	case err != nil:
+		outcome = outcomeReleased
+	}
 	done := make(chan error, 1)
 	r.unsettled <- struct{}{} // the settler frees it
 	<-r.slots
@@ -397,8 +424,10 @@ func (r *run) process(b *Batch) {
 	switch err := <-done; {
 	case errors.Is(err, ErrLockLost):
 		c.batchLog(b).Warn("consumer lost the batch's lock before settling it; it will be redelivered", "err", err)
+		outcome = outcomeLockLost
 	case err != nil:
 		c.batchLog(b).Error("consumer could not settle a batch; it will be redelivered after its lock lapses", "err", err)
+		outcome = outcomeUnsettled
 	case dead != nil:
 		c.batchLog(b).Warn("message dead-lettered after too many attempts", "id", dead.ID, "message_attempt", dead.Attempt,
 			"err", cause, "discarded", c.o.DiscardDeadLetters)

@@ -10,8 +10,9 @@ const module = "github.com/duroq/duroq"
 
 // allowed lists, per package, the non-standard imports it may have (by prefix).
 var allowed = map[string][]string{
-	"txn":        {},
-	"mq":         {"txn", "internal/wake", "github.com/google/uuid"},
+	"txn": {},
+	"mq": {"txn", "internal/wake", "github.com/google/uuid", // and OpenTelemetry's API, never its SDK:
+		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes"},
 	"eventstore": {"txn"},
 	"runtime": {"runtime/provider", // OpenTelemetry's API only, never its SDK:
 		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
