@@ -149,17 +149,11 @@ type settledActivity struct {
 func (r *Runtime) ackCommitter(ctx context.Context, bp provider.BatchProvider, batched bool, settled <-chan settledActivity, last *lastErrors) {
 	for first := range settled {
 		group := []settledActivity{first}
-	drain:
-		for batched && len(group) < maxBatch {
-			select {
-			case s, ok := <-settled:
-				if !ok {
-					break drain
-				}
-				group = append(group, s)
-			default:
-				break drain
-			}
+		// What is buffered now, not what arrives while draining: a group is at most
+		// the buffer plus one, which bounds the work a crash can leave executed but
+		// not committed (running, buffered, being committed).
+		for n := len(settled); batched && n > 0 && len(group) < maxBatch; n-- {
+			group = append(group, <-settled)
 		}
 		if len(group) > 1 {
 			acks := make([]provider.WorkAck, len(group))
