@@ -126,18 +126,9 @@ func (h *handler) target(r *http.Request, a instanceAction) (string, error) {
 	if id == "" {
 		return "", badRequest("%s: no instance id", a.name)
 	}
-	st, err := h.client.Status(r.Context(), id)
+	st, info, err := h.lookup(r.Context(), id)
 	if err != nil {
 		return "", err
-	}
-	if st.State == runtime.StateNotFound {
-		return "", &httpError{http.StatusNotFound, fmt.Sprintf("instance %q not found", clip(id, 200))}
-	}
-	var info provider.InstanceInfo
-	if st.State != runtime.StatePending {
-		if info, err = h.admin.GetInstanceInfo(r.Context(), id); err != nil {
-			return "", err
-		}
 	}
 	if why := a.refuse(st, info); why != "" {
 		return "", &httpError{http.StatusConflict, fmt.Sprintf("%s instance %q: %s", a.name, clip(id, 200), why)}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -256,14 +257,11 @@ func (h *handler) instance(r *http.Request) (*view, error) {
 	if id == "" {
 		return nil, badRequest("no instance id (?id=)")
 	}
-	st, err := h.client.Status(ctx, id)
+	st, info, err := h.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if st.State == runtime.StateNotFound {
-		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("instance %q not found", clip(id, 200))}
-	}
-	d := instanceData{ID: id, Status: st, Failure: st.Failure.DisplayMessage(), Done: doneMessages[q.Get("done")]}
+	d := instanceData{ID: id, Status: st, Info: info, Failure: st.Failure.DisplayMessage(), Done: doneMessages[q.Get("done")]}
 	if st.State != runtime.StatePending {
 		if err := h.fillInstance(r, &d); err != nil {
 			return nil, err
@@ -273,16 +271,29 @@ func (h *handler) instance(r *http.Request) (*view, error) {
 	return &view{page: "instance.html", title: "Instance " + clip(id, 80), data: d}, nil
 }
 
-// fillInstance reads what a stored instance has: info, executions, the history
-// page asked for, KV and tree.
+// lookup reads the instance id's status and, once it has run (not Pending), its
+// stored info; an unknown instance is a 404.
+func (h *handler) lookup(ctx context.Context, id string) (runtime.OrchestrationStatus, provider.InstanceInfo, error) {
+	var info provider.InstanceInfo
+	st, err := h.client.Status(ctx, id)
+	if err != nil {
+		return st, info, err
+	}
+	if st.State == runtime.StateNotFound {
+		return st, info, &httpError{http.StatusNotFound, fmt.Sprintf("instance %q not found", clip(id, 200))}
+	}
+	if st.State != runtime.StatePending {
+		info, err = h.admin.GetInstanceInfo(ctx, id)
+	}
+	return st, info, err
+}
+
+// fillInstance reads what a stored instance has besides its info: executions, the
+// history page asked for, KV and tree.
 func (h *handler) fillInstance(r *http.Request, d *instanceData) error {
 	ctx := r.Context()
 	q := r.URL.Query()
-	info, err := h.admin.GetInstanceInfo(ctx, d.ID)
-	if err != nil {
-		return err
-	}
-	d.Info = info
+	info := d.Info
 	ids, err := h.admin.ListExecutions(ctx, d.ID)
 	if err != nil {
 		return err
@@ -312,13 +323,7 @@ func (h *handler) fillInstance(r *http.Request, d *instanceData) error {
 	if err != nil {
 		return err
 	}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range kv {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(kv))
 	for _, k := range keys[:min(len(keys), maxKVShown)] {
 		d.KV = append(d.KV, kvEntry{k, kv[k]})
 	}

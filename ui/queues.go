@@ -126,9 +126,8 @@ func (h *handler) queue(r *http.Request) (*view, error) {
 		case m.VisibleAt.After(now):
 			row.State = "delayed"
 		}
-		payload := m.Payload[:min(len(m.Payload), displayLimit)]
 		switch {
-		case utf8.Valid(payload):
+		case utf8.Valid(m.Payload): // the whole payload: a cut could split a rune
 			row.Payload = clip(string(m.Payload), displayLimit)
 		case h.admin != nil:
 			row.Work = h.workItem(m.Payload)

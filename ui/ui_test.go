@@ -400,4 +400,12 @@ func TestQueueOnlyUI(t *testing.T) {
 	if code, _ := f.get(t, "/instances"); code != http.StatusNotFound {
 		t.Errorf("GET /instances on a queue-only UI: %d, want 404", code)
 	}
+	// A long text payload is text even where the display cut falls inside a rune.
+	long := strings.Repeat("a", 4095) + "é"
+	if err := p.Queue().Enqueue(t.Context(), mq.Message{Queue: "long", Payload: []byte(long)}); err != nil {
+		t.Fatal(err)
+	}
+	if body := f.page(t, "/queue?name=long", "aaaa… (4097 bytes in all)"); strings.Contains(body, "bytes of binary") {
+		t.Error("a UTF-8 payload cut inside a rune is shown as binary")
+	}
 }
