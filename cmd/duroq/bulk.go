@@ -20,7 +20,7 @@ var errInterrupted = errors.New("interrupted")
 
 // interruptible returns a context that SIGINT or SIGTERM ends. Once one has, a second
 // ends the process at once, as without it: the operator is not stuck waiting for a
-// page that hangs.
+// page or a shutdown that hangs.
 func interruptible() (context.Context, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)

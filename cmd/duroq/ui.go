@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/duroq/duroq/ui"
@@ -85,7 +83,7 @@ func redacted(db string) string {
 
 // uiMain runs uiCmd until SIGINT or SIGTERM.
 func uiMain(args []string, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interruptible()
 	defer stop()
 	return uiCmd(ctx, args, stdout, stderr)
 }
