@@ -128,8 +128,10 @@ func testTracing(t *testing.T, open func(t *testing.T) (a, b *adapter.Provider))
 	var flaky atomic.Int32
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	rt := runOn(t, pa, parentRegistry(), runtime.Options{TracerProvider: tp})
-	runOn(t, pb, childRegistry(&flaky), runtime.Options{TracerProvider: tp})
+	// Each runtime offers back what only the other has: it must not give it up as
+	// poison (MaxAttempts) before the other takes it.
+	rt := runOn(t, pa, parentRegistry(), runtime.Options{TracerProvider: tp, MaxAttempts: 1000})
+	runOn(t, pb, childRegistry(&flaky), runtime.Options{TracerProvider: tp, MaxAttempts: 1000})
 
 	reqCtx, request := tp.Tracer("test").Start(ctx, "request")
 	if err := rt.Client().StartOrchestration(reqCtx, "parent-1", "Parent", "x"); err != nil {
