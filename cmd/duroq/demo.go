@@ -20,8 +20,6 @@ import (
 	"github.com/duroq/duroq/pgprovider"
 	"github.com/duroq/duroq/runtime"
 	"github.com/duroq/duroq/sqliteprovider"
-	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // The demo's order workflow: typed definitions shared by registration and calls.
@@ -169,7 +167,11 @@ func processOrderFlow(ctx *runtime.Context, o order) (string, error) {
 	return fmt.Sprintf("%s, charged $%d, %s", how, amount, parcels), nil
 }
 
-func demo(args []string, out io.Writer) error {
+func demo(args []string, out io.Writer) error { return runDemo(args, out, os.Stderr) }
+
+// runDemo runs the demo, printing on out; errOut gets what is reported besides
+// the demo's work: telemetry that could not be exported at exit.
+func runDemo(args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
 	path := fs.String("db", "duroq-demo.db", "SQLite database file, or a PostgreSQL URL (postgres://...); reused: a rerun resumes what is there")
 	schema := fs.String("schema", "public", "PostgreSQL schema holding duroq's tables (created if missing)")
@@ -177,11 +179,22 @@ func demo(args []string, out io.Writer) error {
 	work := fs.Duration("work", 20*time.Millisecond, "simulated duration of each activity")
 	workers := fs.Int("workers", 8, "concurrent activities")
 	fresh := fs.Bool("fresh", false, "delete the database first")
-	otelTo := fs.String("otel", "", `"stdout": trace each order, its turns and activities with OpenTelemetry and print the spans on standard output, a JSON object each`)
+	otelTo := fs.String("otel", "", `trace each order, its turns and activities with OpenTelemetry and measure them: "stdout" prints the spans as they end and the metrics at exit on standard output, a JSON object each; "otlp" exports both over OTLP/HTTP (to -otel-endpoint, else as OTEL_EXPORTER_OTLP_ENDPOINT says, else http://localhost:4318)`)
+	otelEndpoint := fs.String("otel-endpoint", "", "with -otel otlp: the collector's base URL, overriding OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_{TRACES,METRICS}_ENDPOINT (/v1/traces and /v1/metrics are added)")
 	fs.Parse(args)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *otelTo == "stdout" {
+		out = &lockedWriter{w: out} // the exporters write from their own goroutines
+	}
+	telemetry, err := newDemoOTel(ctx, *otelTo, *otelEndpoint, out)
+	if err != nil {
+		return err
+	}
+	// Deferred first, it runs last: it exports the last spans and metrics once the
+	// runtime stopped (on success) and everything else is closed.
+	defer telemetry.shutdown(ctx, errOut)
 	if *fresh && isPostgres(*path) {
 		return errors.New("demo: -fresh deletes a SQLite file; on PostgreSQL name a new -schema instead")
 	}
@@ -193,7 +206,6 @@ func demo(args []string, out io.Writer) error {
 		}
 	}
 	var provider *adapter.Provider
-	var err error
 	if isPostgres(*path) {
 		provider, err = pgprovider.Open(ctx, *path, pgprovider.Options{DB: pgdb.Options{Schema: *schema}})
 	} else {
@@ -212,19 +224,9 @@ func demo(args []string, out io.Writer) error {
 		MinPollInterval: 10 * time.Millisecond, DrainTimeout: 2 * time.Second,
 		WorkerLockTimeout: demoLockTimeout, OrchestratorLockTimeout: demoLockTimeout}
 	tracer := tracenoop.NewTracerProvider().Tracer("")
-	switch *otelTo {
-	case "":
-	case "stdout":
-		out = &lockedWriter{w: out} // the exporter writes from its own goroutine
-		exp, err := stdouttrace.New(stdouttrace.WithWriter(out))
-		if err != nil {
-			return err
-		}
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
-		defer tp.Shutdown(context.WithoutCancel(ctx)) // exports the last spans
-		opts.TracerProvider, tracer = tp, tp.Tracer("duroq demo")
-	default:
-		return fmt.Errorf("demo: -otel %q: want stdout", clip(*otelTo))
+	if telemetry != nil {
+		opts.TracerProvider, opts.MeterProvider = telemetry.tp, telemetry.mp
+		tracer = telemetry.tp.Tracer("duroq demo")
 	}
 	rt, err := runtime.New(provider, reg, opts)
 	if err != nil {

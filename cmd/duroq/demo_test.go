@@ -80,7 +80,8 @@ func TestDemoCompletesEveryOrder(t *testing.T) {
 }
 
 // With -otel stdout the demo prints the spans of each order as JSON lines: one trace
-// per order, from its start through its turns, activities and sub-orchestration.
+// per order, from its start through its turns, activities and sub-orchestration; and
+// at exit its metrics, one JSON line.
 func TestDemoTraces(t *testing.T) {
 	var out strings.Builder
 	db := filepath.Join(t.TempDir(), "demo.db")
@@ -88,18 +89,37 @@ func TestDemoTraces(t *testing.T) {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	traces := map[string][]string{} // trace id → span names
+	var metricLines int
+	var metrics []string
 	for _, line := range strings.Split(out.String(), "\n") {
 		if !strings.HasPrefix(line, "{") {
 			continue
 		}
 		var span struct {
-			Name        string
-			SpanContext struct{ TraceID string }
+			Name         string
+			SpanContext  struct{ TraceID string }
+			ScopeMetrics json.RawMessage // a metrics line's, "null" when empty
 		}
 		if err := json.Unmarshal([]byte(line), &span); err != nil {
 			t.Fatalf("a span line is not JSON: %v\n%.300s", err, line)
 		}
+		if span.ScopeMetrics != nil {
+			metricLines++
+			var scopes []struct{ Metrics []struct{ Name string } }
+			if err := json.Unmarshal(span.ScopeMetrics, &scopes); err != nil {
+				t.Fatalf("a metrics line's ScopeMetrics: %v\n%.300s", err, line)
+			}
+			for _, sm := range scopes {
+				for _, m := range sm.Metrics {
+					metrics = append(metrics, m.Name)
+				}
+			}
+			continue
+		}
 		traces[span.SpanContext.TraceID] = append(traces[span.SpanContext.TraceID], span.Name)
+	}
+	if metricLines != 1 || !slices.Contains(metrics, "duroq.turn.duration") || !slices.Contains(metrics, "duroq.activity.duration") {
+		t.Errorf("%d metrics lines with %v, want one with duroq.turn.duration and duroq.activity.duration", metricLines, metrics)
 	}
 	if len(traces) != 2 {
 		t.Fatalf("%d traces, want one per order:\n%v", len(traces), traces)

@@ -1,6 +1,6 @@
 // Command duroq runs duroq's demos and tools.
 //
-//	duroq demo [-db path | postgres://...] [-schema name] [-orders N] [-work d] [-workers N] [-fresh] [-otel stdout]
+//	duroq demo [-db path | postgres://...] [-schema name] [-orders N] [-work d] [-workers N] [-fresh] [-otel stdout|otlp] [-otel-endpoint URL]
 //	duroq bench <seq|fanout|timers|events|queue> [-backend sqlite|sqlite-memory|postgres] [-n N] [-k K] ...
 //	duroq queue-demo [-db path] [-customers N] [-events N] [-workers N]
 //	duroq export -db <sqlite file | postgres://...> [-instance id]... [-orchestration name]... [-o file] [-batch N] [-quiet]
