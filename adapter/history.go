@@ -243,7 +243,8 @@ func (p *Provider) GetQueueDepths(ctx context.Context) (provider.QueueDepths, er
 		return provider.QueueDepths{}, classify(op, err)
 	}
 	return provider.QueueDepths{OrchestratorQueue: uint64(o.Ready + o.Locked + o.Delayed),
-		WorkerQueue: uint64(w.Ready + w.Locked + w.Delayed), TimerQueue: uint64(o.Delayed)}, nil
+		WorkerQueue: uint64(w.Ready + w.Locked + w.Delayed), TimerQueue: uint64(o.Delayed),
+		OrchestratorOldestReady: o.OldestReady, WorkerOldestReady: w.OldestReady}, nil
 }
 
 // ListChildren implements provider.ProviderAdmin (an unknown instance has none).

@@ -58,6 +58,7 @@ func TestMessageQueue(t *testing.T, f QueueFactory) {
 		settleCases,
 		adminCases,
 		batchInputCases,
+		traceCases,
 	} {
 		for _, c := range group {
 			t.Run(c.name, func(t *testing.T) { c.run(t, e) })
@@ -372,15 +373,15 @@ func normalize(s string) string {
 
 func mentions(text, op string) bool { return strings.Contains(normalize(text), normalize(op)) }
 
-// stats returns the message counts of queue (MaxAttempt and NextVisible, checked on
-// their own, are left out so counts compare as a whole).
+// stats returns the message counts of queue (MaxAttempt, NextVisible and
+// OldestReady, checked on their own, are left out so counts compare as a whole).
 func stats(t *testing.T, q mq.MessageQueue, queue string) mq.Stats {
 	t.Helper()
 	s, err := q.Stats(t.Context(), queue)
 	if err != nil {
 		t.Fatalf("Stats(%q) failed: %v", queue, err)
 	}
-	s.MaxAttempt, s.NextVisible = 0, time.Time{}
+	s.MaxAttempt, s.NextVisible, s.OldestReady = 0, time.Time{}, time.Time{}
 	return s
 }
 

@@ -22,6 +22,7 @@ var batchCases = []mqCase{
 	{"QueuesAreIsolated", testQueuesAreIsolated},
 	{"StatsCountReadyDelayedLocked", testStatsCountReadyDelayedLocked},
 	{"StatsNextVisibleIsTheEarliestDelayedMessage", testStatsNextVisible},
+	{"StatsOldestReadyIsWhenTheLongestWaitingMessageBecameVisible", testStatsOldestReady},
 	{"RoundTripPreservesPayloadAndMetadata", testRoundTripPreservesPayloadAndMetadata},
 	{"IDsIncreaseInEnqueueOrder", testIDsIncreaseInEnqueueOrder},
 	{"LockedUntilReflectsLockTimeout", testLockedUntilReflectsLockTimeout},
@@ -267,6 +268,46 @@ func testStatsNextVisible(t *testing.T, e env) {
 	abandon(t, q, b, mq.AbandonOptions{Delay: long / 2})
 	st, _ = q.Stats(t.Context(), qn)
 	wantTime(t, st.NextVisible, abandoned.Add(long/2), "NextVisible after u1 was abandoned with a Delay of 30s (u1's)")
+}
+
+func testStatsOldestReady(t *testing.T, e env) {
+	q, clk := e.openClock(t)
+	oldest := func() time.Time {
+		t.Helper()
+		st, err := q.Stats(t.Context(), qn)
+		if err != nil {
+			t.Fatalf("Stats: %v", err)
+		}
+		return st.OldestReady
+	}
+	if got := oldest(); !got.IsZero() {
+		t.Fatalf("OldestReady of an empty queue = %v, want zero", got)
+	}
+	put(t, q, mq.Message{Queue: qn, Payload: []byte("d1"), Delay: long})
+	if got := oldest(); !got.IsZero() {
+		t.Fatalf("OldestReady with only a delayed message = %v, want zero", got)
+	}
+	clk.Advance(time.Second)
+	first := clk.Now()
+	put(t, q, msg("u1"))
+	clk.Advance(time.Second)
+	put(t, q, kmsg("A", "a1"))
+	clk.Advance(time.Second)
+	wantTime(t, oldest(), first, "OldestReady is u1's enqueue (d1 is still delayed, a1 came later)")
+	b := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: 10 * time.Second}, "u1", "u1")
+	wantTime(t, oldest(), first.Add(time.Second), "OldestReady while u1 is locked is a1's enqueue")
+	clk.Advance(20 * time.Second) // u1's lock lapses 10s after its fetch: ready again from then
+	wantTime(t, oldest(), first.Add(time.Second), "OldestReady stays a1's: it has waited longer than u1 since its lock lapsed")
+	fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key A", "a1")
+	wantTime(t, oldest(), first.Add(12*time.Second), "OldestReady after a1 was taken is when u1's lock lapsed")
+	b = fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "u1 again", "u1")
+	if got := oldest(); !got.IsZero() {
+		t.Fatalf("OldestReady with every visible message locked = %v, want zero", got)
+	}
+	clk.Advance(40 * time.Second) // d1 became visible, u1 is still locked
+	wantTime(t, oldest(), first.Add(-time.Second).Add(long), "OldestReady once d1's delay ended is d1's visibility")
+	abandon(t, q, b, mq.AbandonOptions{})
+	wantTime(t, oldest(), first.Add(-time.Second).Add(long), "OldestReady after u1 was released at once is still d1's, the earlier")
 }
 
 func testRoundTripPreservesPayloadAndMetadata(t *testing.T, e env) {

@@ -231,11 +231,12 @@ func testKeyStatsCountOneRoutingKey(t *testing.T, e env) {
 	put(t, q, kmsg("A", "a1"), kmsg("A", "a2"), kmsg("B", "b1"), msg("u1"))
 	put(t, q, mq.Message{Queue: qn, RoutingKey: "A", Payload: []byte("later"), Delay: long})
 	st, err := q.KeyStats(t.Context(), qn, "A")
-	next := st.NextVisible
-	if st.NextVisible = (time.Time{}); err != nil || st != (mq.Stats{Ready: 2, Delayed: 1}) {
+	next, oldest := st.NextVisible, st.OldestReady
+	if st.NextVisible, st.OldestReady = (time.Time{}), (time.Time{}); err != nil || st != (mq.Stats{Ready: 2, Delayed: 1}) {
 		t.Fatalf("KeyStats(A) = %+v (next visible %v), %v; want 2 ready and 1 delayed", st, next, err)
 	}
 	wantTime(t, next, clk.Now().Add(long), "KeyStats(A).NextVisible (the delayed message's visibility)")
+	wantTime(t, oldest, clk.Now(), "KeyStats(A).OldestReady (a1's enqueue)")
 	clk.Advance(time.Second) // the abandon below comes after the enqueue of b1 and u1
 	a := fetchPayloads(t, q, mq.DequeueOptions{LockTimeout: long}, "key A", "a1", "a2")
 	st, err = q.KeyStats(t.Context(), qn, "A")

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/duroq/duroq/runtime/provider"
 )
@@ -39,6 +40,8 @@ func init() {
 		{"ListInstancePagesThroughFilters", duroqOwn, testMgmtListInstancePages},
 		{"ListInstancePageRefusesBadQueries", duroqOwn, testMgmtListInstancePageBadQuery},
 		{"AckRecordingNothingLeavesUpdatedAt", duroqOwn, testMgmtAckRecordingNothing},
+		// duroq's own: what operators' dashboards watch (issue 19).
+		{"QueueDepthsReportTheOldestReadyMessage", duroqOwn, testMgmtQueueDepthsOldestReady},
 	}})
 }
 
@@ -203,6 +206,35 @@ func testMgmtGetQueueDepths(t *testing.T, e penv) {
 	}
 	if d.OrchestratorQueue <= base.OrchestratorQueue {
 		t.Fatalf("GetQueueDepths after an enqueue = %+v; want OrchestratorQueue above %d", d, base.OrchestratorQueue)
+	}
+}
+
+func testMgmtQueueDepthsOldestReady(t *testing.T, e penv) {
+	p := e.open(t)
+	a := e.admin(t, p)
+	depths := func() provider.QueueDepths {
+		t.Helper()
+		d, err := a.GetQueueDepths(t.Context())
+		if err != nil {
+			t.Fatalf("GetQueueDepths: %v", err)
+		}
+		return d
+	}
+	if d := depths(); !d.OrchestratorOldestReady.IsZero() || !d.WorkerOldestReady.IsZero() {
+		t.Fatalf("GetQueueDepths of empty queues = %+v; want no oldest ready message", d)
+	}
+	before := time.Now()
+	enqueueOrch(t, p, startItem("mgmt-oldest", "TestOrch", "1.0.0", "{}"), 0)
+	enqueueOrch(t, p, startItem("mgmt-later", "TestOrch", "1.0.0", "{}"), time.Hour)
+	after := time.Now()
+	d := depths()
+	if o := d.OrchestratorOldestReady; o.Before(before.Add(-time.Second)) || o.After(after.Add(time.Second)) || !d.WorkerOldestReady.IsZero() {
+		t.Fatalf("GetQueueDepths after a start was enqueued between %v and %v = %+v; want it as the orchestrator queue's oldest ready message, and no worker message",
+			before, after, d)
+	}
+	mustFetchOrch(t, p, longLock, "the start of mgmt-oldest")
+	if d := depths(); !d.OrchestratorOldestReady.IsZero() {
+		t.Fatalf("GetQueueDepths while the only ready message is locked = %+v; want no oldest ready message (the delayed one is not ready)", d)
 	}
 }
 

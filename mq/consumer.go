@@ -134,8 +134,13 @@ type ConsumerOptions struct {
 	// carries. Default: none, no cost.
 	TracerProvider trace.TracerProvider
 	// MeterProvider, when set, receives messaging.process.duration (s, the
-	// handler's time per batch), messaging.client.consumed.messages and
-	// duroq.mq.batches (by duroq.mq.outcome). Default: none, no cost.
+	// handler's time per batch), messaging.client.consumed.messages,
+	// duroq.mq.batches (by duroq.mq.outcome: retried counts retries, dead_lettered
+	// the messages given up, one per batch) and, while Run runs, the gauges
+	// duroq.mq.queue.messages (by duroq.mq.state: ready, delayed, locked) and
+	// duroq.mq.queue.oldest_ready.age (s since the longest-waiting ready message
+	// became visible; 0 when none is ready), read from Stats at each collection.
+	// Default: none, no cost.
 	MeterProvider metric.MeterProvider
 }
 
@@ -229,6 +234,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return fmt.Errorf("mq: consumer of %q: Run is already running", Clip(c.queue))
 	}
 	defer c.running.Unlock()
+	defer c.tel.observe(c.q, c.queue, func(err error) { c.log.Warn("consumer queue metrics not registered", "err", err) })()
 
 	// Handlers and their settlements outlive ctx: they get the grace period.
 	base := context.WithoutCancel(ctx)

@@ -131,6 +131,7 @@ func (s *Memory) queue(tx *txn.MemoryTx, name string) *memQueue {
 
 // Enqueue implements MessageQueue.
 func (s *Memory) Enqueue(ctx context.Context, msgs ...Message) error {
+	msgs = Traced(ctx, msgs)
 	return s.run(ctx, "enqueue", func(tx *txn.MemoryTx) error { return s.EnqueueTx(tx, msgs...) })
 }
 
@@ -267,7 +268,7 @@ func (s *Memory) DequeueTx(tx *txn.MemoryTx, queue string, opts DequeueOptions) 
 		m.attempts++
 		lk.ids = append(lk.ids, m.id)
 		out.Messages = append(out.Messages, Delivery{ID: m.id, Payload: append([]byte{}, m.payload...), Attempt: m.attempts,
-			EnqueuedAt: m.enqueuedAt, Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key})
+			EnqueuedAt: m.enqueuedAt, Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, TraceParent: m.m.TraceParent})
 	}
 	if rk := first.m.RoutingKey; rk != "" {
 		k := q.key(tx, rk)
@@ -369,6 +370,7 @@ func (s *Memory) LockTx(tx *txn.MemoryTx, token string) (LockInfo, error) {
 
 // Ack implements MessageQueue.
 func (s *Memory) Ack(ctx context.Context, token string, then ...Message) error {
+	then = Traced(ctx, then)
 	return s.run(ctx, "ack", func(tx *txn.MemoryTx) error { return s.AckTx(tx, token, then...) })
 }
 
@@ -387,6 +389,7 @@ func (s *Memory) AckTx(tx *txn.MemoryTx, token string, then ...Message) error {
 
 // Settle implements MessageQueue.
 func (s *Memory) Settle(ctx context.Context, settlements ...Settlement) error {
+	settlements = TracedSettlements(ctx, settlements)
 	var lost error
 	err := s.run(ctx, "settle", func(tx *txn.MemoryTx) (err error) {
 		lost, err = s.settle(tx, settlements)
@@ -882,6 +885,9 @@ func count(msgs map[int64]*memMsg, now time.Time) (st Stats) {
 		switch m.state(now) {
 		case StateReady:
 			st.Ready++
+			if st.OldestReady.IsZero() || m.visibleAt.Before(st.OldestReady) {
+				st.OldestReady = m.visibleAt
+			}
 		case StateLocked:
 			st.Locked++
 		default:
@@ -1062,7 +1068,7 @@ func (m *memMsg) locked(now time.Time) bool { return m.token != "" && m.lockedUn
 func (m *memMsg) info(now time.Time) MessageInfo {
 	return MessageInfo{ID: m.id, Queue: m.m.Queue, RoutingKey: m.m.RoutingKey, Payload: append([]byte{}, m.payload...),
 		Attempt: m.attempts, EnqueuedAt: m.enqueuedAt, VisibleAt: m.visibleAt, Locked: m.locked(now),
-		Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, LastError: m.lastError,
+		Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, TraceParent: m.m.TraceParent, LastError: m.lastError,
 		FirstFailedAt: m.firstFailedAt, LastFailedAt: m.lastFailedAt, OriginQueue: m.originQueue, DeadLetteredAt: m.deadAt}
 }
 

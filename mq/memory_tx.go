@@ -22,8 +22,8 @@ type memoryTx struct {
 	tx *txn.MemoryTx
 }
 
-func (t memoryTx) Enqueue(_ context.Context, msgs ...Message) error {
-	return t.s.EnqueueTx(t.tx, msgs...)
+func (t memoryTx) Enqueue(ctx context.Context, msgs ...Message) error {
+	return t.s.EnqueueTx(t.tx, Traced(ctx, msgs)...)
 }
 
 func (t memoryTx) DequeueBatches(_ context.Context, queue string, opts DequeueOptions, max int) ([]*Batch, error) {

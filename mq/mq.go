@@ -54,6 +54,10 @@ type Message struct {
 	// Key is a caller-chosen identity, unique among the pending messages of a queue,
 	// so that the message can be removed later with Remove. Empty means none.
 	Key string
+	// TraceParent is the W3C traceparent of the span that produced the message: a
+	// Consumer with a TracerProvider continues that trace. Empty means the span in
+	// the context of Enqueue (or Settle), if any; at most 256 bytes.
+	TraceParent string
 }
 
 // Delivery is one message of a Batch.
@@ -65,6 +69,9 @@ type Delivery struct {
 	Tag        string    // Message.Tag as enqueued ("" = untagged)
 	Session    string    // Message.Session as enqueued ("" = none)
 	Key        string    // Message.Key as enqueued ("" = none)
+	// TraceParent is the span that produced the message ("" = none; see
+	// Message.TraceParent).
+	TraceParent string
 }
 
 // Batch is what DequeueBatch hands to one consumer: the messages it now owns under
@@ -253,6 +260,8 @@ type MessageInfo struct {
 	Tag        string    // "" = untagged
 	Session    string    // "" = none
 	Key        string    // the message key; "" = none
+	// TraceParent is the span that produced it ("" = none; see Message.TraceParent).
+	TraceParent string
 	// LastError is the Reason of its last failed attempt ("" if none or none given).
 	LastError string
 	// FirstFailedAt is the time of its first failed attempt (zero if it never
@@ -306,6 +315,10 @@ type Stats struct {
 	// NextVisible is when the earliest delayed message becomes visible (zero when
 	// none is delayed): what a scheduler or a test clock waits for.
 	NextVisible time.Time
+	// OldestReady is when the ready message that has waited longest became visible
+	// (enqueued, its delay ended, or its lock lapsed or was released; zero when none
+	// is ready): the time since is how far consumers are behind.
+	OldestReady time.Time
 }
 
 // MessageQueue is a durable, peek-lock, at-least-once queue of opaque messages with

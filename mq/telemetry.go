@@ -25,6 +25,7 @@ const (
 	attrRoutingKey  = attribute.Key("duroq.mq.routing_key")
 	attrAttempt     = attribute.Key("duroq.mq.attempt")
 	attrOutcome     = attribute.Key("duroq.mq.outcome")
+	attrState       = attribute.Key("duroq.mq.state")
 )
 
 // The outcomes of a batch, as its span and duroq.mq.batches count them.
@@ -44,6 +45,9 @@ type telemetry struct {
 	duration metric.Float64Histogram
 	consumed metric.Int64Counter
 	batches  metric.Int64Counter
+	depth    metric.Int64ObservableGauge
+	age      metric.Float64ObservableGauge
+	meter    metric.Meter
 	queue    attribute.KeyValue
 }
 
@@ -58,16 +62,57 @@ func newTelemetry(queue string, tp trace.TracerProvider, mp metric.MeterProvider
 	if mp != nil {
 		m := mp.Meter(scope)
 		// Instruments an SDK refuses are replaced by no-ops: telemetry never stops consuming.
+		// The buckets semantic conventions advise for messaging durations, and finer
+		// ones below them: a batch of an embedded queue often takes microseconds.
 		t.duration, _ = m.Float64Histogram("messaging.process.duration", metric.WithUnit("s"),
+			metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10),
 			metric.WithDescription("Time a Consumer's handler took for a batch"))
 		t.consumed, _ = m.Int64Counter("messaging.client.consumed.messages",
 			metric.WithDescription("Messages a Consumer handled (delivered to its handler)"))
 		t.batches, _ = m.Int64Counter("duroq.mq.batches", metric.WithDescription("Batches a Consumer settled, by outcome"))
+		t.depth, _ = m.Int64ObservableGauge("duroq.mq.queue.messages",
+			metric.WithDescription("Messages in a running Consumer's queue, by state (ready, delayed, locked)"))
+		t.age, _ = m.Float64ObservableGauge("duroq.mq.queue.oldest_ready.age", metric.WithUnit("s"),
+			metric.WithDescription("How long the ready message of a running Consumer's queue that has waited longest has been visible"))
+		t.meter = m
 	}
 	return t
 }
 
-// start begins the span of b's processing; the handler's context carries it.
+// observe reports q's Stats for the consumer's queue at each collection, until the
+// returned function is called.
+func (t *telemetry) observe(q MessageQueue, queue string, log func(error)) (stop func()) {
+	if t == nil || t.meter == nil {
+		return func() {}
+	}
+	reg, err := t.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		st, err := q.Stats(ctx, queue)
+		if err != nil {
+			return err
+		}
+		for _, s := range []struct {
+			state MessageState
+			n     int
+		}{{StateReady, st.Ready}, {StateDelayed, st.Delayed}, {StateLocked, st.Locked}} {
+			o.ObserveInt64(t.depth, int64(s.n), metric.WithAttributes(t.queue, attrState.String(string(s.state))))
+		}
+		age := 0.0
+		if !st.OldestReady.IsZero() {
+			age = max(0, time.Since(st.OldestReady).Seconds())
+		}
+		o.ObserveFloat64(t.age, age, metric.WithAttributes(t.queue))
+		return nil
+	}, t.depth, t.age)
+	if err != nil {
+		log(err)
+		return func() {}
+	}
+	return func() { _ = reg.Unregister() }
+}
+
+// start begins the span of b's processing, a child of the span that produced a
+// one-message batch, linked to the producers of a larger one; the handler's context
+// carries it.
 func (t *telemetry) start(ctx context.Context, b *Batch) (context.Context, trace.Span) {
 	if t == nil || t.tracer == nil {
 		return ctx, trace.SpanFromContext(context.Background())
@@ -80,7 +125,8 @@ func (t *telemetry) start(ctx context.Context, b *Batch) (context.Context, trace
 	if len(b.Messages) == 1 {
 		attrs = append(attrs, attrMessageID.Int64(b.Messages[0].ID))
 	}
-	return t.tracer.Start(ctx, "process "+b.Queue, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	ctx, opts := producers(ctx, b)
+	return t.tracer.Start(ctx, "process "+b.Queue, append(opts, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))...)
 }
 
 // end records how b's processing ended: its outcome, the handler's error and how

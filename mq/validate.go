@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/duroq/duroq/internal/tracectx"
 )
 
 // The helpers below hold the input rules of the contract in one place; every backend
@@ -35,6 +37,9 @@ func CheckMessages(op string, msgs []Message) error {
 		}
 		if m.Delay < 0 {
 			return invalid(op, field("Delay"), fmt.Sprintf("negative delay %v", m.Delay))
+		}
+		if m.TraceParent != "" && (len(m.TraceParent) > tracectx.MaxSize || !tracectx.Remote(m.TraceParent).IsValid()) {
+			return invalid(op, field("TraceParent"), "not a W3C traceparent (version-traceid-spanid-flags in hex)")
 		}
 		if len(m.Payload) > MaxPayloadSize {
 			return &InvalidError{Op: op, Field: field("Payload"), kind: ErrPayloadTooLarge,

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duroq/duroq/internal/tracectx"
 	"github.com/duroq/duroq/runtime/provider"
 )
 
@@ -96,7 +97,7 @@ func (c *Client) StartOrchestrationVersioned(ctx context.Context, instance, name
 		return fmt.Errorf("%s %s: %w: empty orchestration name", op, instance, provider.ErrInvalid)
 	}
 	return c.enqueue(ctx, op, provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: instance, ExecutionID: provider.InitialExecutionID,
-		Name: name, Version: version, Input: input, TraceParent: traceParent(ctx)})
+		Name: name, Version: version, Input: input, TraceParent: tracectx.Parent(ctx)})
 }
 
 // RaiseEvent delivers an external event to a WaitForEvent(name) of the instance that

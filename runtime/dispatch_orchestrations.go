@@ -399,6 +399,7 @@ func (r *Runtime) decideTurn(item *provider.OrchestrationItem, failure *provider
 	ack = provider.OrchestrationAck{ExecutionID: turn.ExecutionID, HistoryDelta: res.NewEvents, WorkerItems: res.WorkerItems,
 		OrchestratorItems: res.OrchestratorItems, CancelledActivities: res.CancelledActivities}
 	endTurnSpan(spanCtx, span, &ack, res.Status, res.Output)
+	r.timerSpans(&turn, res.NewEvents)
 	if len(turn.History) == 0 && len(res.NewEvents) > 0 {
 		pin, _ := provider.ParseSemVer(r.opts.RuntimeVersion)
 		ack.Metadata = provider.ExecutionMetadata{OrchestrationName: &res.Name, OrchestrationVersion: &res.Version,

@@ -27,6 +27,7 @@ type metrics struct {
 	turn, activity, execution metric.Float64Histogram
 	poison, lockLost          metric.Int64Counter
 	depth                     metric.Int64ObservableGauge
+	age                       metric.Float64ObservableGauge
 }
 
 // newMetrics creates the instruments on mp's meter (nil for a nil mp). An SDK that
@@ -38,16 +39,23 @@ func newMetrics(mp metric.MeterProvider) *metrics {
 	}
 	m := &metrics{meter: mp.Meter(tracerName)}
 	seconds := metric.WithUnit("s")
-	m.turn, _ = m.meter.Float64Histogram("duroq.turn.duration", seconds,
+	// Buckets for what takes microseconds to a minute (a turn, an activity), and
+	// for executions, which may last days. The SDK's defaults (0, 5, 10, ... s) put
+	// nearly every turn in the first bucket.
+	short := metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+	long := metric.WithExplicitBucketBoundaries(0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 4*3600, 24*3600, 7*24*3600)
+	m.turn, _ = m.meter.Float64Histogram("duroq.turn.duration", seconds, short,
 		metric.WithDescription("Time an orchestration turn's code ran (replay included), by orchestration, resulting status and whether it resumed cached state"))
-	m.activity, _ = m.meter.Float64Histogram("duroq.activity.duration", seconds,
+	m.activity, _ = m.meter.Float64Histogram("duroq.activity.duration", seconds, short,
 		metric.WithDescription("Time an activity execution ran, by activity and outcome"))
-	m.execution, _ = m.meter.Float64Histogram("duroq.execution.duration", seconds,
+	m.execution, _ = m.meter.Float64Histogram("duroq.execution.duration", seconds, long,
 		metric.WithDescription("Time from an execution's first turn to the turn that ended it, by orchestration and final status"))
 	m.poison, _ = m.meter.Int64Counter("duroq.poison", metric.WithDescription("Work given up after MaxAttempts, by type (orchestration, activity)"))
 	m.lockLost, _ = m.meter.Int64Counter("duroq.lock.lost", metric.WithDescription("Locks lost while their work ran, by work (orchestration, activity)"))
 	m.depth, _ = m.meter.Int64ObservableGauge("duroq.queue.depth",
 		metric.WithDescription("Messages pending in the runtime's queues (orchestrator, worker, timer: delayed orchestrator messages)"))
+	m.age, _ = m.meter.Float64ObservableGauge("duroq.queue.oldest_ready.age", seconds,
+		metric.WithDescription("How long the ready message of each runtime queue (orchestrator, worker) that has waited longest has been visible; 0 when none is ready"))
 	return m
 }
 
@@ -70,8 +78,18 @@ func (m *metrics) observeDepths(p provider.Provider, log *slog.Logger) func() {
 		}{{"orchestrator", d.OrchestratorQueue}, {"worker", d.WorkerQueue}, {"timer", d.TimerQueue}} {
 			o.ObserveInt64(m.depth, int64(q.n), metric.WithAttributes(attrQueue.String(q.name)))
 		}
+		for _, q := range []struct {
+			name   string
+			oldest time.Time
+		}{{"orchestrator", d.OrchestratorOldestReady}, {"worker", d.WorkerOldestReady}} {
+			age := 0.0
+			if !q.oldest.IsZero() {
+				age = max(0, time.Since(q.oldest).Seconds())
+			}
+			o.ObserveFloat64(m.age, age, metric.WithAttributes(attrQueue.String(q.name)))
+		}
 		return nil
-	}, m.depth)
+	}, m.depth, m.age)
 	if err != nil {
 		log.Warn("queue depth metric not registered", "err", err)
 		return func() {}

@@ -115,6 +115,16 @@ func testMetrics(t *testing.T, p *adapter.Provider) {
 	if len(queued) != 3 || queued["orchestrator"] != 1 || queued["timer"] != 1 || queued["worker"] != 0 {
 		t.Errorf("duroq.queue.depth: %v, want the orchestrator queue to hold the sleeper's timer, and nothing else", queued)
 	}
+	// Every queue is drained but for the sleeper's timer, which is not ready.
+	age, _ := got["duroq.queue.oldest_ready.age"].(metricdata.Gauge[float64])
+	ages := map[string]float64{}
+	for _, dp := range age.DataPoints {
+		q, _ := dp.Attributes.Value("duroq.queue")
+		ages[q.AsString()] = dp.Value
+	}
+	if len(ages) != 2 || ages["orchestrator"] != 0 || ages["worker"] != 0 {
+		t.Errorf("duroq.queue.oldest_ready.age: %v, want 0 for the orchestrator and worker queues (nothing ready)", ages)
+	}
 }
 
 func hasAll(set attribute.Set, want []attribute.KeyValue) bool {

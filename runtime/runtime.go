@@ -136,8 +136,10 @@ type Options struct {
 	// from an execution's first turn to the turn that ended it; by name and final
 	// status), duroq.poison (work given up after MaxAttempts; by duroq.poison.type),
 	// duroq.lock.lost (by duroq.work: orchestration, activity) and, when the
-	// provider has a management API, the gauge duroq.queue.depth (by duroq.queue:
-	// orchestrator, worker, timer).
+	// provider has a management API, the gauges duroq.queue.depth (by duroq.queue:
+	// orchestrator, worker, timer) and duroq.queue.oldest_ready.age (s since the
+	// longest-waiting ready message of the orchestrator or worker queue became
+	// visible; 0 when none is ready).
 	MeterProvider metric.MeterProvider
 	// Now is the clock that stamps events and schedules timers (default time.Now).
 	Now func() time.Time

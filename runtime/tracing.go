@@ -1,14 +1,16 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/duroq/duroq/internal/tracectx"
 	"github.com/duroq/duroq/runtime/provider"
 )
 
@@ -30,31 +32,9 @@ const (
 	attrActivityID    = attribute.Key("duroq.activity.id")
 	attrAttempt       = attribute.Key("duroq.activity.attempt")
 	attrOutcome       = attribute.Key("duroq.activity.outcome")
+	attrTimerID       = attribute.Key("duroq.timer.id")
+	attrTimerFireAt   = attribute.Key("duroq.timer.fire_at")
 )
-
-// traceContext carries a span across processes in work items and history: the W3C
-// traceparent, which OpenTelemetry's API encodes without an SDK.
-var traceContext = propagation.TraceContext{}
-
-// traceParent is the traceparent of the span in ctx ("" when it holds none or an
-// invalid one: tracing is off).
-func traceParent(ctx context.Context) string {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ""
-	}
-	c := propagation.MapCarrier{}
-	traceContext.Inject(ctx, c)
-	return c.Get("traceparent")
-}
-
-// withTraceParent returns ctx with the remote span tp names as its parent (ctx
-// itself when tp is empty or malformed).
-func withTraceParent(ctx context.Context, tp string) context.Context {
-	if tp == "" {
-		return ctx
-	}
-	return traceContext.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
-}
 
 // newTracer is tp's tracer for the runtime (nil for a nil tp: no spans).
 func newTracer(tp trace.TracerProvider) trace.Tracer {
@@ -74,17 +54,62 @@ func (r *Runtime) startTurnSpan(turn *Turn) (context.Context, trace.Span) {
 	if r.tracer == nil {
 		return context.Background(), noSpan
 	}
-	parent, name, version := "", "", ""
-	if len(turn.History) > 0 {
-		parent, name, version = turn.History[0].TraceParent, turn.History[0].Name, turn.History[0].Version
-	} else if i := firstStart(turn.Messages); i >= 0 {
-		m := &turn.Messages[i]
-		parent, name, version = m.TraceParent, m.Name, m.Version
-	}
-	ctx := withTraceParent(context.Background(), parent)
+	parent, name, version := executionOf(turn)
+	ctx := tracectx.WithParent(context.Background(), parent)
 	return r.tracer.Start(ctx, "turn "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attrInstance.String(turn.Instance), attrExecution.Int64(int64(turn.ExecutionID)), attrOrchestration.String(name),
 		attrVersion.String(version), attrReplayed.Int(len(turn.History)), attrMessages.Int(len(turn.Messages))))
+}
+
+// executionOf is the traceparent, orchestration name and version of turn's
+// execution: its OrchestrationStarted event's, or the start the turn handles.
+func executionOf(turn *Turn) (parent, name, version string) {
+	if len(turn.History) > 0 {
+		return turn.History[0].TraceParent, turn.History[0].Name, turn.History[0].Version
+	}
+	if i := firstStart(turn.Messages); i >= 0 {
+		m := &turn.Messages[i]
+		return m.TraceParent, m.Name, m.Version
+	}
+	return "", "", ""
+}
+
+// timerSpans records a span "timer" for each timer the turn saw fire (the
+// TimerFired events of delta, the turn's new events, so replay adds none): from the
+// turn that created it to the one that received it, a sibling of the execution's
+// turns.
+func (r *Runtime) timerSpans(turn *Turn, delta []provider.Event) {
+	if r.tracer == nil {
+		return
+	}
+	for i := range delta {
+		fired := &delta[i]
+		if fired.Kind != provider.EventTimerFired {
+			continue
+		}
+		created := eventByID(turn.History, fired.SourceEventID)
+		if created == nil {
+			created = eventByID(delta, fired.SourceEventID)
+		}
+		if created == nil || created.Kind != provider.EventTimerCreated {
+			continue
+		}
+		parent, name, _ := executionOf(turn)
+		_, span := r.tracer.Start(tracectx.WithParent(context.Background(), parent), "timer", trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithTimestamp(time.UnixMilli(created.TimestampMs)), trace.WithAttributes(
+				attrInstance.String(turn.Instance), attrExecution.Int64(int64(turn.ExecutionID)), attrOrchestration.String(name),
+				attrTimerID.Int64(int64(created.EventID)), attrTimerFireAt.String(time.UnixMilli(created.FireAtMs).UTC().Format(time.RFC3339Nano))))
+		span.End(trace.WithTimestamp(time.UnixMilli(fired.TimestampMs)))
+	}
+}
+
+// eventByID finds the event with id in events, ordered by EventID (nil if none).
+func eventByID(events []provider.Event, id uint64) *provider.Event {
+	i, found := slices.BinarySearchFunc(events, id, func(e provider.Event, id uint64) int { return cmp.Compare(e.EventID, id) })
+	if !found {
+		return nil
+	}
+	return &events[i]
 }
 
 // endTurnSpan records a turn's outcome on its span, ends it and stamps the items the
@@ -99,7 +124,7 @@ func endTurnSpan(ctx context.Context, span trace.Span, ack *provider.Orchestrati
 	if status == provider.StatusFailed {
 		span.SetStatus(codes.Error, clip(output, maxReasonBytes))
 	}
-	tp := traceParent(ctx)
+	tp := tracectx.Parent(ctx)
 	// Copies: the turn's result may be cached with the instance's state.
 	ack.WorkerItems, ack.OrchestratorItems = slices.Clone(ack.WorkerItems), slices.Clone(ack.OrchestratorItems)
 	for i := range ack.WorkerItems {
@@ -119,7 +144,7 @@ func (r *Runtime) startActivitySpan(ctx context.Context, lease *provider.WorkIte
 		return ctx, noSpan
 	}
 	item := &lease.Item
-	ctx = withTraceParent(ctx, item.TraceParent)
+	ctx = tracectx.WithParent(ctx, item.TraceParent)
 	return r.tracer.Start(ctx, "activity "+item.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attrInstance.String(item.Instance), attrExecution.Int64(int64(item.ExecutionID)), attrActivity.String(item.Name),
 		attrActivityID.Int64(int64(item.ID)), attrAttempt.Int64(int64(lease.AttemptCount))))

@@ -11,16 +11,15 @@ const module = "github.com/duroq/duroq"
 // allowed lists, per package, the non-standard imports it may have (by prefix).
 var allowed = map[string][]string{
 	"txn": {},
-	"mq": {"txn", "internal/wake", "github.com/google/uuid", // and OpenTelemetry's API, never its SDK:
+	"mq": {"txn", "internal/wake", "internal/tracectx", "github.com/google/uuid", // and OpenTelemetry's API, never its SDK:
 		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes"},
 	"eventstore": {"txn"},
-	"runtime": {"runtime/provider", // OpenTelemetry's API only, never its SDK:
-		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
-		"go.opentelemetry.io/otel/propagation"},
+	"runtime": {"runtime/provider", "internal/tracectx", // OpenTelemetry's API only, never its SDK:
+		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes"},
 	"runtime/provider":                   {"github.com/vmihailenco/msgpack/v5"},
 	"runtime/faultprovider":              {"runtime/provider", "runtime"},
 	"runtime/runtimetest":                {"runtime/provider", "runtime", "adapter"},
-	"conformance":                        {"runtime/provider", "mq", "eventstore", "runtime", "runtime/faultprovider", "txn"},
+	"conformance":                        {"runtime/provider", "mq", "eventstore", "runtime", "runtime/faultprovider", "txn", "go.opentelemetry.io/otel/trace"},
 	"bench":                              {"runtime/provider", "mq", "eventstore", "runtime"},
 	"ui":                                 {"runtime/provider", "mq", "runtime"},
 	"mq/sqlite":                          {"mq", "txn", "internal/", "sqlitedb", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
@@ -41,6 +40,7 @@ var allowed = map[string][]string{
 	"internal/migrate":                   {},
 	"internal/sqltext":                   {},
 	"internal/wake":                      {},
+	"internal/tracectx":                  {"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/propagation"},
 	"internal/layering":                  {},
 	"internal/sqliteconn/sqliteconntest": {"github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
 	// The adapter composes through the contracts (mq.TxQueue, eventstore.TxStore,
@@ -50,7 +50,7 @@ var allowed = map[string][]string{
 	"pgdb":           {"internal/pgsql", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
 	"sqliteprovider": {"adapter", "mq/sqlite", "eventstore/sqlite", "sqlitedb"},
 	"pgprovider":     {"adapter", "mq/postgres", "eventstore/postgres", "pgdb"},
-	"cmd/duroq": {"adapter", "bench", "ui", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/stdout", "go.opentelemetry.io/otel/trace", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
+	"cmd/duroq": {"adapter", "bench", "ui", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/stdout", "go.opentelemetry.io/otel/exporters/otlp", "go.opentelemetry.io/otel/semconv", "go.opentelemetry.io/otel/trace", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
 		"sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "internal/migrate", "internal/pgsql", "github.com/jackc/pgx/v5", "github.com/mattn/go-sqlite3"},
 }
 

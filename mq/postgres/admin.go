@@ -437,7 +437,8 @@ func statsColumns(now string) string {
 	count(*) FILTER (WHERE visible_at > $now AND lock_token IS NOT NULL) AS locked,
 	count(*) FILTER (WHERE visible_at > $now AND lock_token IS NULL) AS delayed,
 	coalesce(max(attempts), 0) AS max_attempt,
-	min(visible_at) FILTER (WHERE visible_at > $now AND lock_token IS NULL) AS next_visible`)
+	min(visible_at) FILTER (WHERE visible_at > $now AND lock_token IS NULL) AS next_visible,
+	min(visible_at) FILTER (WHERE visible_at <= $now) AS oldest_ready`)
 }
 
 // stateConditions select the messages in each state as statsColumns counts them,
@@ -456,12 +457,16 @@ type statsRow struct {
 	Delayed int           `db:"delayed"`
 	Max     int           `db:"max_attempt"`
 	Next    sql.NullInt64 `db:"next_visible"`
+	Oldest  sql.NullInt64 `db:"oldest_ready"`
 }
 
 func (r statsRow) stats() mq.Stats {
 	st := mq.Stats{Ready: r.Ready, Locked: r.Locked, Delayed: r.Delayed, MaxAttempt: r.Max}
 	if r.Next.Valid {
 		st.NextVisible = fromMicros(r.Next.Int64)
+	}
+	if r.Oldest.Valid {
+		st.OldestReady = fromMicros(r.Oldest.Int64)
 	}
 	return st
 }
@@ -534,6 +539,7 @@ func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]
 		Tag            sql.NullString `db:"tag"`
 		Session        sql.NullString `db:"session"`
 		Key            sql.NullString `db:"message_key"`
+		TraceParent    sql.NullString `db:"trace_parent"`
 		LastError      sql.NullString `db:"last_error"`
 		FirstFailedAt  sql.NullInt64  `db:"first_failed_at"`
 		LastFailedAt   sql.NullInt64  `db:"last_failed_at"`
@@ -543,7 +549,7 @@ func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]
 	err = q.exec(ctx, op, func() error {
 		rows = rows[:0]
 		return sqlx.SelectContext(ctx, q.db, &rows, `SELECT id, routing_key, payload, attempts, enqueued_at, visible_at,
-				lock_token IS NOT NULL AND locked_until > $4 AS locked, tag, session, message_key,
+				lock_token IS NOT NULL AND locked_until > $4 AS locked, tag, session, message_key, trace_parent,
 				last_error, first_failed_at, last_failed_at, origin_queue, dead_lettered_at
 			FROM mq_messages WHERE `+where+` ORDER BY id LIMIT $3`, args...)
 	})
@@ -557,7 +563,7 @@ func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]
 		}
 		infos[i] = mq.MessageInfo{ID: r.ID, Queue: queue, RoutingKey: r.RoutingKey.String, Payload: r.Payload,
 			Attempt: r.Attempts, EnqueuedAt: fromMicros(r.EnqueuedAt), VisibleAt: fromMicros(r.VisibleAt), Locked: r.Locked,
-			Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, LastError: r.LastError.String,
+			Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.TraceParent.String, LastError: r.LastError.String,
 			FirstFailedAt: optMicros(r.FirstFailedAt), LastFailedAt: optMicros(r.LastFailedAt),
 			OriginQueue: r.OriginQueue.String, DeadLetteredAt: optMicros(r.DeadLetteredAt)}
 	}

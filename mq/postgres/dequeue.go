@@ -307,12 +307,13 @@ type claimed struct {
 	EnqueuedAt sql.NullInt64  `db:"enqueued_at"`
 	Tag        sql.NullString `db:"tag"`
 	Key        sql.NullString `db:"message_key"`
+	Trace      sql.NullString `db:"trace_parent"`
 }
 
 // delivery is message id as claimed, with session (if any).
 func (c claimed) delivery(id int64, session sql.NullString) mq.Delivery {
 	return delivery(lockedRow{ID: id, Payload: c.Payload, Attempts: int(c.Attempts.Int64),
-		EnqueuedAt: c.EnqueuedAt.Int64, Tag: c.Tag, Session: session, Key: c.Key})
+		EnqueuedAt: c.EnqueuedAt.Int64, Tag: c.Tag, Session: session, Key: c.Key, Trace: c.Trace})
 }
 
 // candidate is the row of the candidate statement: the oldest eligible message (if
@@ -342,6 +343,7 @@ type lockedRow struct {
 	Tag        sql.NullString `db:"tag"`
 	Session    sql.NullString `db:"session"`
 	Key        sql.NullString `db:"message_key"`
+	Trace      sql.NullString `db:"trace_parent"`
 }
 
 // attempt is one dequeue attempt in tx for one batch, which may be a session
@@ -402,7 +404,7 @@ func delivery(r lockedRow) mq.Delivery {
 		r.Payload = []byte{}
 	}
 	return mq.Delivery{ID: r.ID, Payload: r.Payload, Attempt: r.Attempts, EnqueuedAt: fromMicros(r.EnqueuedAt),
-		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String}
+		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.Trace.String}
 }
 
 // candidateQuery renders the candidate statement of attempt.
@@ -477,11 +479,11 @@ sc AS (
 u AS (
 	UPDATE mq_messages m SET lock_token = %[1]s::uuid, locked_until = %[2]s::bigint, visible_at = %[2]s::bigint, attempts = m.attempts + 1
 	FROM c WHERE m.id = c.id AND %[3]s
-	RETURNING m.id, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key
+	RETURNING m.id, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent
 )
 SELECT c.id, c.routing_key, c.session,
 	CASE WHEN c.routing_key IS NOT NULL THEN pg_try_advisory_xact_lock(%[4]s) END AS key_locked,
-	u.id IS NOT NULL AS claimed, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key,
+	u.id IS NOT NULL AS claimed, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent,
 	CASE WHEN c.id IS NULL THEN (SELECT min(visible_at) FROM mq_messages WHERE queue = %[5]s AND visible_at > %[6]s) END AS next_visible%[7]s%[8]s
 FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
 		ptoken, puntil, claim, keyLockID(pq, "c.routing_key"), pq, pnow, asyncCommit, sessionCols, sessionJoin)
@@ -618,14 +620,14 @@ kl AS MATERIALIZED (
 u AS (
 	UPDATE mq_messages m SET lock_token = gen_random_uuid(), locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
 	FROM r WHERE m.id = r.id AND r.routing_key IS NULL AND NOT EXISTS (SELECT 1 FROM kl WHERE NOT kl.won)
-	RETURNING m.id, m.lock_token, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key
+	RETURNING m.id, m.lock_token, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent
 )
-SELECT u.id, u.lock_token::text AS token, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key,
+SELECT u.id, u.lock_token::text AS token, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent,
 	NULL::text AS routing_key, NULL::boolean AS won, NULL::bigint AS next_visible, NULL::bigint AS scanned, NULL::text AS async_commit FROM u
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.routing_key, kl.won, NULL, NULL, NULL FROM kl
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.routing_key, kl.won, NULL, NULL, NULL FROM kl
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN (SELECT min(visible_at) FROM mq_messages WHERE queue = %[5]s AND visible_at > %[6]s) END,
 	(SELECT count(*) FROM c), %[7]s`, a.p(int64(scan)), a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), pq, pnow, asyncCommit)
 	return sb.String(), a
@@ -681,7 +683,7 @@ pick AS (
 )
 UPDATE mq_messages m SET lock_token = pick.lock_token, locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
 FROM pick WHERE m.id = pick.id
-RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key`,
+RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key, m.trace_parent`,
 		pq, pkeys, ptokens, puntil, pnow, attr, tags, pmax, pbytes)
 	var rows []lockedRow
 	if err := sqlx.SelectContext(ctx, tx, &rows, query, a...); err != nil {

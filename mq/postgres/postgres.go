@@ -314,10 +314,10 @@ const insertChunk = 1000
 
 // insertSQL stores messages given as parallel arrays, in array order (ids follow
 // it).
-const insertSQL = `INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at)
-	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[])
-		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, ord)
+const insertSQL = `INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent)
+	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at, m.trace_parent
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[])
+		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, ord)
 	ORDER BY m.ord`
 
 func nullable(s string) *string {
@@ -331,6 +331,7 @@ func nullable(s string) *string {
 // groupcommit): one statement (one implicit transaction) for up to 1000 messages,
 // one transaction for more.
 func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
+	msgs = mq.Traced(ctx, msgs)
 	if err := q.checkEnqueue(msgs); err != nil {
 		return err
 	}
@@ -363,6 +364,7 @@ func (q *Queue) enqueueRound(ctx context.Context, calls [][]mq.Message) error {
 // failed statement does in PostgreSQL: roll it back.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) error {
 	const op = "enqueue"
+	msgs = mq.Traced(ctx, msgs)
 	if err := q.checkEnqueue(msgs); err != nil {
 		return err
 	}
@@ -395,6 +397,7 @@ func (q *Queue) insert(ctx context.Context, ex sqlx.ExecerContext, msgs []mq.Mes
 			tags     = make([]*string, n)
 			payloads = make([][]byte, n)
 			visible  = make([]int64, n)
+			traces   = make([]*string, n)
 		)
 		for i, m := range chunk {
 			queues[i], routing[i], keys[i], sessions[i], tags[i] = m.Queue, nullable(m.RoutingKey), nullable(m.Key), nullable(m.Session), nullable(m.Tag)
@@ -403,8 +406,9 @@ func (q *Queue) insert(ctx context.Context, ex sqlx.ExecerContext, msgs []mq.Mes
 				payloads[i] = []byte{}
 			}
 			visible[i] = micros(now.Add(m.Delay))
+			traces[i] = nullable(m.TraceParent)
 		}
-		if _, err := ex.ExecContext(ctx, insertSQL, queues, routing, keys, sessions, tags, payloads, micros(now), visible); err != nil {
+		if _, err := ex.ExecContext(ctx, insertSQL, queues, routing, keys, sessions, tags, payloads, micros(now), visible, traces); err != nil {
 			return err
 		}
 	}

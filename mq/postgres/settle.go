@@ -345,7 +345,7 @@ func (q *Queue) Ack(ctx context.Context, token string, then ...mq.Message) error
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	held, err := q.settleWhole(ctx, op, mq.Settlement{Token: token, Acked: wholeBatch, Then: then})
+	held, err := q.settleWhole(ctx, op, mq.Settlement{Token: token, Acked: wholeBatch, Then: mq.Traced(ctx, then)})
 	return lostLock(op, token, held, err)
 }
 
@@ -356,7 +356,7 @@ func (q *Queue) AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	held, err := q.settleWholeTx(ctx, tx, op, mq.Settlement{Token: token, Acked: wholeBatch, Then: then})
+	held, err := q.settleWholeTx(ctx, tx, op, mq.Settlement{Token: token, Acked: wholeBatch, Then: mq.Traced(ctx, then)})
 	return lostLock(op, token, held, err)
 }
 
@@ -431,6 +431,7 @@ func (q *Queue) Settle(ctx context.Context, settlements ...mq.Settlement) error 
 	if err := mq.CheckSettlements(op, settlements); err != nil {
 		return err
 	}
+	settlements = mq.TracedSettlements(ctx, settlements)
 	if len(settlements) == 1 && independent(settlements[0]) {
 		st := settlements[0]
 		held, err := q.settleWhole(ctx, op, st)
@@ -466,6 +467,7 @@ func (q *Queue) SettleTx(ctx context.Context, tx *sqlx.Tx, settlements ...mq.Set
 	if err := mq.CheckSettlements(op, settlements); err != nil {
 		return err
 	}
+	settlements = mq.TracedSettlements(ctx, settlements)
 	lost, _, then, err := q.settle(ctx, tx, settlements)
 	if err != nil {
 		return q.duplicate(ctx, op, then, wrap(op, err))

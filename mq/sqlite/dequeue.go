@@ -183,6 +183,7 @@ type lockedRow struct {
 	enqueuedAt int64
 	tag, key   sql.NullString
 	session    sql.NullString
+	trace      sql.NullString // the producer's traceparent
 }
 
 func (r *lockedRow) delivery() mq.Delivery {
@@ -190,7 +191,7 @@ func (r *lockedRow) delivery() mq.Delivery {
 		r.payload = []byte{}
 	}
 	return mq.Delivery{ID: r.id, Payload: r.payload, Attempt: r.attempts, EnqueuedAt: fromMicros(r.enqueuedAt),
-		Tag: r.tag.String, Session: r.session.String, Key: r.key.String}
+		Tag: r.tag.String, Session: r.session.String, Key: r.key.String, TraceParent: r.trace.String}
 }
 
 // candidate is the first message the scan found of a batch.
@@ -220,7 +221,7 @@ func candidatesSQL(cond string, sessions bool) string {
 	if sessions {
 		join = `LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session`
 	}
-	return `SELECT m.id, m.routing_key, m.session, m.attempts, m.enqueued_at, m.tag, m.message_key,
+	return `SELECT m.id, m.routing_key, m.session, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent,
 			length(m.payload), CASE WHEN length(m.payload) <= ` + strconv.Itoa(scanPayload) + ` THEN m.payload END
 		FROM mq_messages m
 		LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
@@ -254,7 +255,7 @@ func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts 
 	for len(candidates) < want && scan.Next() {
 		var r lockedRow
 		var routingKey sql.NullString
-		if err := scan.Scan(&r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.size, &r.payload); err != nil {
+		if err := scan.Scan(&r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.size, &r.payload); err != nil {
 			scan.Close()
 			return nil, err
 		}
@@ -450,7 +451,7 @@ func lockIDsSQL(n int, returning bool) string {
 // limit.
 const lockIDsChunk = 8192
 
-const lockReturning = ` RETURNING id, lock_token, payload, attempts, enqueued_at, tag, message_key`
+const lockReturning = ` RETURNING id, lock_token, payload, attempts, enqueued_at, tag, message_key, trace_parent`
 
 // scanLocked reads the rows a locking statement returns.
 func scanLocked(rows *sql.Rows, err error) ([]lockedRow, error) {
@@ -460,7 +461,7 @@ func scanLocked(rows *sql.Rows, err error) ([]lockedRow, error) {
 	var locked []lockedRow
 	for rows.Next() {
 		var r lockedRow
-		if err := rows.Scan(&r.id, &r.token, &r.payload, &r.attempts, &r.enqueuedAt, &r.tag, &r.key); err != nil {
+		if err := rows.Scan(&r.id, &r.token, &r.payload, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace); err != nil {
 			rows.Close()
 			return nil, err
 		}

@@ -13,13 +13,13 @@ import (
 
 // Ack implements mq.MessageQueue.
 func (q *Queue) Ack(ctx context.Context, token string, then ...mq.Message) error {
-	return q.runOne(ctx, "ack", settlement{Settlement: mq.Settlement{Token: token, Then: then}, all: true})
+	return q.runOne(ctx, "ack", settlement{Settlement: mq.Settlement{Token: token, Then: mq.Traced(ctx, then)}, all: true})
 }
 
 // AckTx is Ack inside tx. Call Notify after commit for the batch's queue and the
 // queues of then.
 func (q *Queue) AckTx(ctx context.Context, tx *sqlx.Tx, token string, then ...mq.Message) error {
-	_, err := q.settleOne(ctx, tx, "ack", settlement{Settlement: mq.Settlement{Token: token, Then: then}, all: true})
+	_, err := q.settleOne(ctx, tx, "ack", settlement{Settlement: mq.Settlement{Token: token, Then: mq.Traced(ctx, then)}, all: true})
 	return err
 }
 
@@ -66,7 +66,7 @@ func (q *Queue) AbandonTx(ctx context.Context, tx *sqlx.Tx, token string, opts m
 
 // Settle implements mq.MessageQueue.
 func (q *Queue) Settle(ctx context.Context, settlements ...mq.Settlement) error {
-	res, err := q.runSettle(ctx, "settle", plain(settlements))
+	res, err := q.runSettle(ctx, "settle", plain(mq.TracedSettlements(ctx, settlements)))
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (q *Queue) Settle(ctx context.Context, settlements ...mq.Settlement) error 
 // queues, the dead-letter queues and the queues of the Then messages.
 func (q *Queue) SettleTx(ctx context.Context, tx *sqlx.Tx, settlements ...mq.Settlement) error {
 	const op = "settle"
-	res, err := q.settle(ctx, tx, op, plain(settlements))
+	res, err := q.settle(ctx, tx, op, plain(mq.TracedSettlements(ctx, settlements)))
 	if err != nil {
 		return wrap(op, err)
 	}

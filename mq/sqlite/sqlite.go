@@ -202,6 +202,7 @@ func corrupt(err error) bool {
 
 // Enqueue implements mq.MessageQueue: all messages in one transaction.
 func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
+	msgs = mq.Traced(ctx, msgs)
 	if err := q.checkEnqueue(msgs); err != nil {
 		return err
 	}
@@ -237,12 +238,13 @@ func nullable(s string) any {
 	return s
 }
 
-// insertChunk bounds the rows of one INSERT (10 parameters each) well below
+// insertChunk bounds the rows of one INSERT (9 parameters each) well below
 // SQLite's parameter limit.
 const insertChunk = 256
 
 // EnqueueTx is Enqueue inside tx (a transaction of q.DB()). Call Notify after commit.
 func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) error {
+	msgs = mq.Traced(ctx, msgs)
 	if err := q.checkEnqueue(msgs); err != nil {
 		return err
 	}
@@ -264,19 +266,19 @@ func (q *Queue) insert(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.Me
 	now := q.now()
 	for chunk := range slices.Chunk(msgs, insertChunk) {
 		var sb strings.Builder
-		sb.WriteString(`INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, attempts, lock_token) VALUES `)
+		sb.WriteString(`INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, attempts, lock_token, trace_parent) VALUES `)
 		args := make([]any, 0, len(chunk)*9)
 		for i, m := range chunk {
 			if i > 0 {
 				sb.WriteString(",")
 			}
-			sb.WriteString("(?,?,?,?,?,?,?,?,0,NULL)")
+			sb.WriteString("(?,?,?,?,?,?,?,?,0,NULL,?)")
 			payload := m.Payload
 			if payload == nil {
 				payload = []byte{}
 			}
 			args = append(args, m.Queue, nullable(m.RoutingKey), nullable(m.Key), nullable(m.Session), nullable(m.Tag),
-				payload, micros(now), micros(now.Add(m.Delay)))
+				payload, micros(now), micros(now.Add(m.Delay)), nullable(m.TraceParent))
 		}
 		if _, err := q.stmts.Exec(ctx, tx, sb.String(), args...); err != nil {
 			if se, ok := errors.AsType[sqlite3.Error](err); ok && se.ExtendedCode == sqlite3.ErrConstraintUnique {
@@ -681,18 +683,19 @@ func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string)
 	}
 	now := micros(q.now())
 	var row statsRow
-	if err := q.stmts.Get(ctx, q.db, &row, `SELECT `+statsColumns+` FROM mq_messages`+where, append([]any{now, now, now, now}, args...)...); err != nil {
+	if err := q.stmts.Get(ctx, q.db, &row, `SELECT `+statsColumns+` FROM mq_messages`+where, append([]any{now, now, now, now, now}, args...)...); err != nil {
 		return mq.Stats{}, wrap(op, err)
 	}
 	return row.stats(), nil
 }
 
-// statsColumns count messages by state as mq.Stats does; its four parameters are now.
+// statsColumns count messages by state as mq.Stats does; its five parameters are now.
 const statsColumns = `SUM(visible_at <= ?) AS ready,
 	SUM(visible_at > ? AND lock_token IS NOT NULL) AS locked,
 	SUM(visible_at > ? AND lock_token IS NULL) AS delayed,
 	MAX(attempts) AS max_attempt,
-	MIN(CASE WHEN visible_at > ? AND lock_token IS NULL THEN visible_at END) AS next_visible`
+	MIN(CASE WHEN visible_at > ? AND lock_token IS NULL THEN visible_at END) AS next_visible,
+	MIN(CASE WHEN visible_at <= ? THEN visible_at END) AS oldest_ready`
 
 // statsRow is a row of statsColumns (and of the queue's name, for Queues).
 type statsRow struct {
@@ -702,12 +705,16 @@ type statsRow struct {
 	Delayed sql.NullInt64 `db:"delayed"`
 	Max     sql.NullInt64 `db:"max_attempt"`
 	Next    sql.NullInt64 `db:"next_visible"`
+	Oldest  sql.NullInt64 `db:"oldest_ready"`
 }
 
 func (r statsRow) stats() mq.Stats {
 	s := mq.Stats{Ready: int(r.Ready.Int64), Locked: int(r.Locked.Int64), Delayed: int(r.Delayed.Int64), MaxAttempt: int(r.Max.Int64)}
 	if r.Next.Valid {
 		s.NextVisible = fromMicros(r.Next.Int64)
+	}
+	if r.Oldest.Valid {
+		s.OldestReady = fromMicros(r.Oldest.Int64)
 	}
 	return s
 }
@@ -720,7 +727,7 @@ func (q *Queue) Queues(ctx context.Context) ([]mq.QueueStats, error) {
 	}
 	now := micros(q.now())
 	var rows []statsRow
-	if err := q.db.SelectContext(ctx, &rows, `SELECT queue, `+statsColumns+` FROM mq_messages GROUP BY queue ORDER BY queue`, now, now, now, now); err != nil {
+	if err := q.db.SelectContext(ctx, &rows, `SELECT queue, `+statsColumns+` FROM mq_messages GROUP BY queue ORDER BY queue`, now, now, now, now, now); err != nil {
 		return nil, wrap(op, err)
 	}
 	out := make([]mq.QueueStats, len(rows))

@@ -230,6 +230,11 @@ type QueueDepths struct {
 	// delayed ones included; TimerQueue counts the orchestrator messages not visible
 	// yet (timers, delayed retries), which OrchestratorQueue includes.
 	OrchestratorQueue, WorkerQueue, TimerQueue uint64
+	// OrchestratorOldestReady and WorkerOldestReady are when the ready message of
+	// each queue that has waited longest became visible (zero when none is ready,
+	// or the provider does not know): the time since is how far the dispatchers are
+	// behind.
+	OrchestratorOldestReady, WorkerOldestReady time.Time
 }
 
 // InstanceTree is an instance and all its descendants.
