@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"time"
 
 	"github.com/duroq/duroq/eventstore"
 	"github.com/duroq/duroq/runtime/provider"
@@ -10,6 +11,10 @@ import (
 )
 
 var _ provider.BatchProvider = (*Provider)(nil)
+
+// claimTimeout bounds a transaction that locks work, which the caller's context
+// does not cut short (see dequeueMany).
+const claimTimeout = 30 * time.Second
 
 // FetchOrchestrationItems implements provider.BatchProvider: the routing-key batches
 // of up to max instances are locked in one transaction, then each is read like a
@@ -58,7 +63,15 @@ func (p *Provider) FetchOrchestrationItems(ctx context.Context, o provider.Fetch
 
 // dequeueMany locks up to max batches of queue in one transaction, in which then
 // (when not nil) reads what the batches need.
+// The transaction runs to its end even if ctx ends meanwhile: cut short in its
+// commit, it could commit unreported and hold the batches until their locks lapse.
+// The caller gets what was locked and releases what it will not handle.
 func (p *Provider) dequeueMany(ctx context.Context, queue string, opts mq.DequeueOptions, max int, then func(tx turnTx, batches []*mq.Batch) error) ([]*mq.Batch, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
 	var batches []*mq.Batch
 	err := p.b.run(ctx, func(tx turnTx) (err error) {
 		batches, err = tx.q.DequeueBatches(ctx, queue, opts, max)

@@ -21,6 +21,9 @@ import (
 // maxLosses lost attempts DequeueBatch reports nothing for now, with a hint to look
 // again after contendedRetry.
 const (
+	// claimTimeout bounds a dequeue transaction, which the caller's context does
+	// not cut short (see dequeue).
+	claimTimeout   = 30 * time.Second
 	maxLosses      = 32
 	contendedRetry = 5 * time.Millisecond
 	// busyRetry is the pause before retrying a session whose older message another
@@ -154,18 +157,27 @@ func (q *Queue) poll(ctx context.Context, queue string, opts mq.DequeueOptions, 
 func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, time.Time, error) {
 	var ex exclusions
 	for range maxLosses {
+		if err := ctx.Err(); err != nil {
+			return nil, time.Time{}, err
+		}
 		var (
 			bs   []*mq.Batch
 			next time.Time
 			l    loss
 		)
-		err := q.inTx(ctx, "dequeue", func(tx *sqlx.Tx) (err error) {
-			bs, next, l, err = q.take(ctx, tx, queue, opts, &ex, max, true)
+		// A claim runs to its end even if ctx ends meanwhile: cut short in its
+		// COMMIT, it could commit unreported and hold its messages until their locks
+		// lapse. The caller gets what it claimed (a Consumer or the runtime releases
+		// what it will not handle).
+		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		err := q.inTx(claimCtx, "dequeue", func(tx *sqlx.Tx) (err error) {
+			bs, next, l, err = q.take(claimCtx, tx, queue, opts, &ex, max, true)
 			if err == nil && l.lost() {
 				return errLost
 			}
 			return err
 		})
+		cancel()
 		if errors.Is(err, errLost) {
 			q.losses.Add(1)
 			if !ex.add(l) {
@@ -419,27 +431,10 @@ func candidateQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now ti
 	if opts.Session != nil {
 		powner = a.p(opts.Session.Owner)
 	}
+	eligible := eligibleFrom(opts, ex, &a, pq, pnow, powner)
 	var sb strings.Builder
 	sb.WriteString(`WITH c AS MATERIALIZED (
-	SELECT m.id, m.routing_key, m.session, m.visible_at FROM mq_messages m
-	LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key`)
-	if opts.Session != nil {
-		sb.WriteString(`
-	LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session`)
-	}
-	fmt.Fprintf(&sb, `
-	WHERE m.queue = %s AND m.visible_at <= %s
-		AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= %s)`, pq, pnow, pnow)
-	for _, cond := range filters(opts, &a, pnow, powner) {
-		sb.WriteString("\n\t\tAND " + cond)
-	}
-	if len(ex.keys) > 0 {
-		fmt.Fprintf(&sb, "\n\t\tAND (m.routing_key IS NULL OR m.routing_key <> ALL(%s::text[]))", a.p(ex.keys))
-	}
-	if len(ex.sessions) > 0 {
-		fmt.Fprintf(&sb, "\n\t\tAND (m.session IS NULL OR m.session <> ALL(%s::text[]))", a.p(ex.sessions))
-	}
-	sb.WriteString(`
+	SELECT m.id, m.routing_key, m.session, m.visible_at ` + eligible + `
 	ORDER BY m.visible_at, m.id
 	LIMIT 1
 	FOR UPDATE OF m SKIP LOCKED
@@ -484,10 +479,48 @@ u AS (
 SELECT c.id, c.routing_key, c.session,
 	CASE WHEN c.routing_key IS NOT NULL THEN pg_try_advisory_xact_lock(%[4]s) END AS key_locked,
 	u.id IS NOT NULL AS claimed, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent,
-	CASE WHEN c.id IS NULL THEN (SELECT min(visible_at) FROM mq_messages WHERE queue = %[5]s AND visible_at > %[6]s) END AS next_visible%[7]s%[8]s
+	CASE WHEN c.id IS NULL THEN %[10]s END AS next_visible%[7]s%[8]s
 FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
-		ptoken, puntil, claim, keyLockID(pq, "c.routing_key"), pq, pnow, asyncCommit, sessionCols, sessionJoin)
+		ptoken, puntil, claim, keyLockID(pq, "c.routing_key"), pq, pnow, asyncCommit, sessionCols, sessionJoin,
+		nextVisible(eligible, pq, pnow, &a))
 	return sb.String(), a
+}
+
+// eligibleFrom renders the FROM and WHERE clauses of the messages a scan may take
+// for opts, but those of the keys and sessions ex excludes.
+func eligibleFrom(opts mq.DequeueOptions, ex *exclusions, a *sqlArgs, pq, pnow, powner string) string {
+	var sb strings.Builder
+	sb.WriteString(`FROM mq_messages m
+	LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key`)
+	if opts.Session != nil {
+		sb.WriteString(`
+	LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session`)
+	}
+	fmt.Fprintf(&sb, `
+	WHERE m.queue = %s AND m.visible_at <= %s
+		AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= %s)`, pq, pnow, pnow)
+	for _, cond := range filters(opts, a, pnow, powner) {
+		sb.WriteString("\n\t\tAND " + cond)
+	}
+	if len(ex.keys) > 0 {
+		fmt.Fprintf(&sb, "\n\t\tAND (m.routing_key IS NULL OR m.routing_key <> ALL(%s::text[]))", a.p(ex.keys))
+	}
+	if len(ex.sessions) > 0 {
+		fmt.Fprintf(&sb, "\n\t\tAND (m.session IS NULL OR m.session <> ALL(%s::text[]))", a.p(ex.sessions))
+	}
+	return sb.String()
+}
+
+// nextVisible renders when a scan that found nothing should look again: after
+// contendedRetry if eligible messages, eligibleFrom's FROM and WHERE, exist in its
+// snapshot (the scan skipped them: other transactions had them locked, claiming
+// them; if a claim rolls back, its consumer stopped mid-fetch, nothing would
+// notify the waiters that they are ready again), else when the earliest invisible
+// message becomes visible (NULL: none).
+func nextVisible(eligibleFrom, pq, pnow string, a *sqlArgs) string {
+	return fmt.Sprintf(`CASE WHEN EXISTS (SELECT 1 %s) THEN %s::bigint + %s
+		ELSE (SELECT min(visible_at) FROM mq_messages WHERE queue = %s AND visible_at > %s) END`,
+		eligibleFrom, pnow, a.p(contendedRetry.Microseconds()), pq, pnow)
 }
 
 // scanned is a row of the scan statement of attemptMany: an un-keyed message it
@@ -583,18 +616,10 @@ const maxScanRows = 1024
 func scanQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now time.Time, until int64, max, scan int, async bool) (string, []any) {
 	var a sqlArgs
 	pq, pnow := a.p(queue), a.p(micros(now))
+	eligible := eligibleFrom(opts, ex, &a, pq, pnow, "")
 	var sb strings.Builder
-	fmt.Fprintf(&sb, `WITH c AS MATERIALIZED (
-	SELECT m.id, m.routing_key, m.visible_at FROM mq_messages m
-	LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
-	WHERE m.queue = %s AND m.visible_at <= %s
-		AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= %s)`, pq, pnow, pnow)
-	for _, cond := range filters(opts, &a, pnow, "") {
-		sb.WriteString("\n\t\tAND " + cond)
-	}
-	if len(ex.keys) > 0 {
-		fmt.Fprintf(&sb, "\n\t\tAND (m.routing_key IS NULL OR m.routing_key <> ALL(%s::text[]))", a.p(ex.keys))
-	}
+	sb.WriteString(`WITH c AS MATERIALIZED (
+	SELECT m.id, m.routing_key, m.visible_at ` + eligible)
 	asyncCommit := "NULL::text"
 	if async {
 		asyncCommit = "set_config('synchronous_commit', 'off', true)"
@@ -628,8 +653,9 @@ UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.routing_key, kl.won, NULL, NULL, NULL FROM kl
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN (SELECT min(visible_at) FROM mq_messages WHERE queue = %[5]s AND visible_at > %[6]s) END,
-	(SELECT count(*) FROM c), %[7]s`, a.p(int64(scan)), a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), pq, pnow, asyncCommit)
+	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN %[5]s END,
+	(SELECT count(*) FROM c), %[6]s`, a.p(int64(scan)), a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until),
+		nextVisible(eligible, pq, pnow, &a), asyncCommit)
 	return sb.String(), a
 }
 

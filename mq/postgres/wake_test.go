@@ -95,6 +95,30 @@ func TestWaitWakesAcrossInstances(t *testing.T) {
 	wantWoken(t, ch, "a2", "Abandon in another instance")
 }
 
+// TestWaitRetakesAClaimThatRolledBack: a long poll whose scan skipped a message
+// another transaction had locked (a consumer claiming it) looks again soon instead
+// of sleeping to its deadline, for when that claim rolls back (its consumer
+// stopped mid-fetch) nothing notifies the waiters that the message is ready again.
+// Two processes' runtimes once waited 30 s so (TestTracingAcrossProcesses).
+func TestWaitRetakesAClaimThatRolledBack(t *testing.T) {
+	waiter, dsn, schema := openSchema(t)
+	claimer := openOn(t, dsn, schema)
+	ctx := t.Context()
+	if err := claimer.Enqueue(ctx, mq.Message{Queue: "q", Payload: []byte("claimed, then released")}); err != nil {
+		t.Fatal(err)
+	}
+	tx := claimer.DB().MustBeginTx(ctx, nil)
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE mq_messages SET attempts = attempts + 1 WHERE queue = 'q'`); err != nil {
+		t.Fatal(err)
+	}
+	ch := poll(t, waiter, "q", 30*time.Second) // its scans skip the locked row meanwhile
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, ch, "claimed, then released", "a claim rolled back in another instance")
+}
+
 // TestWaitWakesOnCommitOfTxTwins: a *Tx write wakes the other instances when Notify
 // follows its commit; a rolled-back one never wakes them (nothing is sent inside the
 // transaction).
