@@ -59,6 +59,7 @@ func TestMessageQueue(t *testing.T, f QueueFactory) {
 		adminCases,
 		batchInputCases,
 		traceCases,
+		dedupCases,
 	} {
 		for _, c := range group {
 			t.Run(c.name, func(t *testing.T) { c.run(t, e) })

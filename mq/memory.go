@@ -48,6 +48,8 @@ type memQueue struct {
 	byKey    map[string]*memMsg           // pending messages by message key
 	keys     map[string]*memKey           // routing-key state: lock and attribute
 	sessions map[string]*memSession
+	dedup    map[string]time.Time // remembered DedupIDs: until when
+	swept    int                  // len(dedup) after its last sweep of expired ids
 }
 
 type memMsg struct {
@@ -123,7 +125,8 @@ func (s *Memory) open(op string) error {
 func (s *Memory) queue(tx *txn.MemoryTx, name string) *memQueue {
 	q := s.queues[name]
 	if q == nil {
-		q = &memQueue{msgs: map[int64]*memMsg{}, byRoute: map[string]map[int64]*memMsg{}, byKey: map[string]*memMsg{}, keys: map[string]*memKey{}, sessions: map[string]*memSession{}}
+		q = &memQueue{msgs: map[int64]*memMsg{}, byRoute: map[string]map[int64]*memMsg{}, byKey: map[string]*memMsg{}, keys: map[string]*memKey{}, sessions: map[string]*memSession{},
+			dedup: map[string]time.Time{}}
 		put(tx, s.queues, name, q)
 	}
 	return q
@@ -149,6 +152,7 @@ func (s *Memory) enqueue(tx *txn.MemoryTx, op string, msgs []Message) error {
 		return err
 	}
 	now := s.now()
+	msgs = s.remember(tx, Deduplicated(msgs), now)
 	for _, m := range msgs {
 		q := s.queue(tx, m.Queue)
 		if m.Key != "" && q.byKey[m.Key] != nil {
@@ -166,6 +170,51 @@ func (s *Memory) enqueue(tx *txn.MemoryTx, op string, msgs []Message) error {
 		tx.AfterCommit(func() { s.hub.Notify(queue) })
 	}
 	return nil
+}
+
+// remember records the DedupIDs of msgs in tx and returns the messages to store:
+// those without a DedupID, or whose DedupID no queue remembers at now.
+func (s *Memory) remember(tx *txn.MemoryTx, msgs []Message, now time.Time) []Message {
+	var out []Message
+	for i, m := range msgs {
+		if m.DedupID == "" {
+			if out != nil {
+				out = append(out, m)
+			}
+			continue
+		}
+		q := s.queue(tx, m.Queue)
+		if until, ok := q.dedup[m.DedupID]; ok && until.After(now) {
+			if out == nil {
+				out = append(make([]Message, 0, len(msgs)), msgs[:i]...)
+			}
+			continue // a duplicate: accepted, not stored
+		}
+		put(tx, q.dedup, m.DedupID, m.DedupUntil(now))
+		q.sweep(tx, now)
+		if out != nil {
+			out = append(out, m)
+		}
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
+}
+
+// sweep forgets q's expired DedupIDs each time their number doubled since the last
+// sweep: amortised, the ids cost O(1) each.
+func (q *memQueue) sweep(tx *txn.MemoryTx, now time.Time) {
+	if len(q.dedup) < 2*max(q.swept, 64) {
+		return
+	}
+	for id, until := range q.dedup {
+		if !until.After(now) {
+			del(tx, q.dedup, id)
+		}
+	}
+	mutate(tx, &q.swept)
+	q.swept = len(q.dedup)
 }
 
 // DequeueBatch implements MessageQueue.

@@ -29,6 +29,11 @@ const (
 	// PeekOptions.Limit is zero.
 	MaxPeek     = 1000
 	DefaultPeek = 100
+	// DefaultDedupWindow is how long a DedupID is remembered when
+	// Message.DedupWindow is zero (SQS FIFO's deduplication interval).
+	DefaultDedupWindow = 5 * time.Minute
+	// MaxDedupWindow is the longest Message.DedupWindow.
+	MaxDedupWindow = 366 * 24 * time.Hour
 )
 
 // Message is a message to enqueue. Only Queue is required.
@@ -54,6 +59,16 @@ type Message struct {
 	// Key is a caller-chosen identity, unique among the pending messages of a queue,
 	// so that the message can be removed later with Remove. Empty means none.
 	Key string
+	// DedupID is an idempotency id: the queue remembers it for DedupWindow after it
+	// accepted the message (however soon the message is acked), and a message with
+	// the same DedupID enqueued on the same queue meanwhile is a duplicate: it is
+	// answered as accepted and nothing is stored. Within one call the first message
+	// of a DedupID wins. Empty means none; at most MaxNameSize bytes.
+	DedupID string
+	// DedupWindow is how long DedupID is remembered: zero means
+	// DefaultDedupWindow; negative, beyond MaxDedupWindow or without a DedupID is
+	// invalid.
+	DedupWindow time.Duration
 	// TraceParent is the W3C traceparent of the span that produced the message: a
 	// Consumer with a TracerProvider continues that trace. Empty means the span in
 	// the context of Enqueue (or Settle), if any; at most 256 bytes.
@@ -331,7 +346,10 @@ type MessageQueue interface {
 	// Enqueue stores the messages atomically: either all are accepted or none is.
 	// It MUST reject invalid input (ErrInvalid, ErrPayloadTooLarge) and a message Key
 	// already pending in its queue or repeated in the call (ErrDuplicateKey) before
-	// writing anything.
+	// writing anything. A message whose DedupID the queue remembers (see
+	// Message.DedupID) MUST be answered as accepted and store nothing; the DedupIDs
+	// of the messages stored are remembered atomically with them. The same holds for
+	// the Then messages of Ack and Settle.
 	Enqueue(ctx context.Context, msgs ...Message) error
 
 	// DequeueBatch picks the oldest eligible message of the queue (earliest visibility,

@@ -38,6 +38,15 @@ func CheckMessages(op string, msgs []Message) error {
 		if m.Delay < 0 {
 			return invalid(op, field("Delay"), fmt.Sprintf("negative delay %v", m.Delay))
 		}
+		if err := checkName(op, field("DedupID"), m.DedupID, false); err != nil {
+			return err
+		}
+		switch {
+		case m.DedupWindow < 0 || m.DedupWindow > MaxDedupWindow:
+			return invalid(op, field("DedupWindow"), fmt.Sprintf("%v is outside [0, %v]", m.DedupWindow, MaxDedupWindow))
+		case m.DedupWindow > 0 && m.DedupID == "":
+			return invalid(op, field("DedupWindow"), "a window needs a DedupID to remember")
+		}
 		if m.TraceParent != "" && (len(m.TraceParent) > tracectx.MaxSize || !tracectx.Remote(m.TraceParent).IsValid()) {
 			return invalid(op, field("TraceParent"), "not a W3C traceparent (version-traceid-spanid-flags in hex)")
 		}
@@ -57,6 +66,50 @@ func CheckMessages(op string, msgs []Message) error {
 		}
 	}
 	return nil
+}
+
+// Deduplicated returns msgs without the messages whose (Queue, DedupID) an earlier
+// message of msgs has: the first of a DedupID wins. It returns msgs itself when no
+// DedupID repeats.
+func Deduplicated(msgs []Message) []Message {
+	type qd struct{ queue, id string }
+	var seen map[qd]bool
+	var out []Message
+	for i, m := range msgs {
+		if m.DedupID == "" {
+			if out != nil {
+				out = append(out, m)
+			}
+			continue
+		}
+		k := qd{m.Queue, m.DedupID}
+		if seen[k] {
+			if out == nil {
+				out = append(make([]Message, 0, len(msgs)), msgs[:i]...)
+			}
+			continue
+		}
+		if seen == nil {
+			seen = map[qd]bool{}
+		}
+		seen[k] = true
+		if out != nil {
+			out = append(out, m)
+		}
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
+}
+
+// DedupUntil is when m's DedupID, accepted at accepted, is forgotten (after its
+// DedupWindow, or the default).
+func (m *Message) DedupUntil(accepted time.Time) time.Time {
+	if m.DedupWindow > 0 {
+		return accepted.Add(m.DedupWindow)
+	}
+	return accepted.Add(DefaultDedupWindow)
 }
 
 // CheckQueue validates a queue name for op.

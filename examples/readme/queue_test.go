@@ -91,3 +91,40 @@ func Example_queue() {
 	// redriven: 1 <nil>
 	// consumer stopped: <nil>
 }
+
+// Deduplication (README): a retried request enqueues the same payment twice; the
+// second is answered as accepted and stores nothing, even after the first was handled.
+func Example_dedup() {
+	dir, err := os.MkdirTemp("", "duroq-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	q, err := sqlite.Open(filepath.Join(dir, "app.db"), sqlite.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close()
+
+	pay := mq.Message{Queue: "payments", Payload: []byte("charge order-42"), DedupID: "order-42", DedupWindow: 10 * time.Minute}
+	if err := q.Enqueue(ctx, pay); err != nil {
+		panic(err)
+	}
+	b, err := q.DequeueBatch(ctx, "payments", mq.DequeueOptions{})
+	if err != nil {
+		panic(err)
+	}
+	if err := q.Ack(ctx, b.Token); err != nil {
+		panic(err)
+	}
+	if err := q.Enqueue(ctx, pay); err != nil { // the retry: accepted, nothing stored
+		panic(err)
+	}
+	st, err := q.Stats(ctx, "payments")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("charged:", string(b.Messages[0].Payload), "· pending after the retry:", st.Ready)
+	// Output: charged: charge order-42 · pending after the retry: 0
+}

@@ -69,7 +69,9 @@ type Queue struct {
 	scanRatio atomic.Int64                     // rows per batch the last dequeue scan saw (see attemptMany)
 	planStats pgsql.StatsGuard                 // gives mq_messages planner statistics (doc.go)
 	enqueues  *groupcommit.Group[[]mq.Message] // groups concurrent Enqueue calls into shared transactions
-	notes     notifier                         // sends wake-ups to other processes after commits
+	// dedupSweep paces the deletion of expired deduplication ids.
+	dedupSweep mqsql.Sweeper
+	notes      notifier // sends wake-ups to other processes after commits
 
 	mu           sync.Mutex // guards the listener's start and stop
 	stopListener context.CancelFunc
@@ -263,6 +265,7 @@ func checkMessages(op string, msgs []mq.Message) error {
 	for i, m := range msgs {
 		for _, f := range []struct{ name, value string }{
 			{"Queue", m.Queue}, {"RoutingKey", m.RoutingKey}, {"Tag", m.Tag}, {"Session", m.Session}, {"Key", m.Key},
+			{"DedupID", m.DedupID},
 		} {
 			if err := checkText(op, fmt.Sprintf("message %d: %s", i, f.name), f.value); err != nil {
 				return err
@@ -319,6 +322,29 @@ const insertSQL = `INSERT INTO mq_messages (queue, routing_key, message_key, ses
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[])
 		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, ord)
 	ORDER BY m.ord`
+
+// insertDedupSQL is insertSQL for messages of which some have a DedupID ($10, with
+// its expiry $11): the ids their queue does not remember (or has let expire) are
+// remembered, and only their messages and those without an id are stored; the
+// others are duplicates. One statement: the ids and the messages commit together.
+const insertDedupSQL = `WITH d AS (
+	INSERT INTO mq_dedup AS x (queue, dedup_id, expires_at)
+	SELECT u.queue, u.dedup_id, u.expires_at FROM unnest($1::text[], $10::text[], $11::bigint[]) AS u(queue, dedup_id, expires_at)
+	WHERE u.dedup_id IS NOT NULL
+	ON CONFLICT (queue, dedup_id) DO UPDATE SET expires_at = excluded.expires_at WHERE x.expires_at <= $7::bigint
+	RETURNING x.queue, x.dedup_id
+)
+INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent)
+	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at, m.trace_parent
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[], $10::text[])
+		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, dedup_id, ord)
+	WHERE m.dedup_id IS NULL OR EXISTS (SELECT 1 FROM d WHERE d.queue = m.queue AND d.dedup_id = m.dedup_id)
+	ORDER BY m.ord`
+
+// sweepDedupSQL deletes up to $2 ids expired at $1, skipping rows that writers
+// hold (it runs beside them, on a connection of its own).
+const sweepDedupSQL = `DELETE FROM mq_dedup WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM mq_dedup WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))`
 
 func nullable(s string) *string {
 	if s == "" {
@@ -387,6 +413,7 @@ func (q *Queue) checkEnqueue(msgs []mq.Message) error {
 // insert stores msgs (already validated) through ex.
 func (q *Queue) insert(ctx context.Context, ex sqlx.ExecerContext, msgs []mq.Message) error {
 	now := q.now()
+	msgs = mq.Deduplicated(msgs)
 	for chunk := range slices.Chunk(msgs, insertChunk) {
 		n := len(chunk)
 		var (
@@ -408,11 +435,34 @@ func (q *Queue) insert(ctx context.Context, ex sqlx.ExecerContext, msgs []mq.Mes
 			visible[i] = micros(now.Add(m.Delay))
 			traces[i] = nullable(m.TraceParent)
 		}
-		if _, err := ex.ExecContext(ctx, insertSQL, queues, routing, keys, sessions, tags, payloads, micros(now), visible, traces); err != nil {
+		args := []any{queues, routing, keys, sessions, tags, payloads, micros(now), visible, traces}
+		query := insertSQL
+		if slices.ContainsFunc(chunk, func(m mq.Message) bool { return m.DedupID != "" }) {
+			ids, until := make([]*string, n), make([]int64, n)
+			for i, m := range chunk {
+				ids[i], until[i] = nullable(m.DedupID), micros(m.DedupUntil(now))
+			}
+			query, args = insertDedupSQL, append(args, ids, until)
+			if q.dedupSweep.Due(now, mqsql.SweepEvery) {
+				go q.sweepDedup(now)
+			}
+		}
+		if _, err := ex.ExecContext(ctx, query, args...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sweepDedup deletes deduplication ids that expired by now, in the background: a
+// write that remembers ids may hold some of the expired rows (it renews them), so
+// the sweep neither runs in its transaction nor waits for it.
+func (q *Queue) sweepDedup(now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := q.db.ExecContext(ctx, sweepDedupSQL, micros(now), mqsql.SweepLimit); err != nil && !q.closed.Load() {
+		q.log.Debug("sweeping expired deduplication ids failed; the next write with a DedupID tries again", "err", err)
+	}
 }
 
 // duplicate turns a unique violation of the message-key index into a

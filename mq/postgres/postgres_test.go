@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -308,5 +309,48 @@ func TestClosedDatabaseIsErrClosed(t *testing.T) {
 	}
 	if err := q.Ack(t.Context(), "00000000-0000-0000-0000-000000000000"); !errors.Is(err, mq.ErrClosed) {
 		t.Errorf("Ack on a closed database: %v, want ErrClosed", err)
+	}
+}
+
+// TestExpiredDedupIDsAreSwept: ids past their window are deleted, beside a later
+// write that remembers ids (at most once a second), so the table holds about a
+// window's worth of ids, not every id ever seen.
+func TestExpiredDedupIDsAreSwept(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	var mu sync.Mutex
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	q, err := postgres.Open(t.Context(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	count := func() (n int) {
+		t.Helper()
+		if err := q.DB().Get(&n, `SELECT count(*) FROM mq_dedup`); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := range 10 {
+		if err := q.Enqueue(t.Context(), mq.Message{Queue: "q", DedupID: fmt.Sprint("old-", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(); n != 10 {
+		t.Fatalf("%d remembered ids, want 10", n)
+	}
+	mu.Lock()
+	now = now.Add(mq.DefaultDedupWindow + time.Second)
+	mu.Unlock()
+	if err := q.Enqueue(t.Context(), mq.Message{Queue: "q", DedupID: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for count() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d remembered ids 10 s after the window ended, want 1 (the expired ones swept)", count())
+		}
+		time.Sleep(10 * time.Millisecond) // the sweep runs in the background
 	}
 }

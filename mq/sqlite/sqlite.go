@@ -21,6 +21,7 @@ import (
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/mqsql"
 	"github.com/duroq/duroq/internal/sqliteconn"
+	"github.com/duroq/duroq/internal/sqltext"
 	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/internal/stmtcache"
 	"github.com/duroq/duroq/internal/wake"
@@ -65,6 +66,8 @@ type Queue struct {
 	unwatch func()
 	// enqueues groups concurrent Enqueue calls into shared transactions.
 	enqueues *groupcommit.Group[[]mq.Message]
+	// dedupSweep paces the deletion of expired deduplication ids.
+	dedupSweep mqsql.Sweeper
 }
 
 var _ mq.TxQueue = (*Queue)(nil)
@@ -264,6 +267,10 @@ func (q *Queue) checkEnqueue(msgs []mq.Message) error {
 // settlement).
 func (q *Queue) insert(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.Message) error {
 	now := q.now()
+	msgs, err := q.remember(ctx, tx, mq.Deduplicated(msgs), now)
+	if err != nil {
+		return wrap(op, err)
+	}
 	for chunk := range slices.Chunk(msgs, insertChunk) {
 		var sb strings.Builder
 		sb.WriteString(`INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, attempts, lock_token, trace_parent) VALUES `)
@@ -288,6 +295,52 @@ func (q *Queue) insert(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.Me
 		}
 	}
 	return nil
+}
+
+// dedupChunk bounds the ids of one statement of remember (3 parameters each).
+const dedupChunk = 2048
+
+// remember records the DedupIDs of msgs in tx and returns the messages to store:
+// those without a DedupID, or whose DedupID their queue does not remember at now (a
+// forgotten, expired one is renewed). Once a second, it also deletes expired ids.
+func (q *Queue) remember(ctx context.Context, tx *sqlx.Tx, msgs []mq.Message, now time.Time) ([]mq.Message, error) {
+	var args []any
+	for _, m := range msgs {
+		if m.DedupID != "" {
+			args = append(args, m.Queue, m.DedupID, micros(m.DedupUntil(now)))
+		}
+	}
+	if args == nil {
+		return msgs, nil
+	}
+	type qd struct{ queue, id string }
+	fresh := map[qd]bool{}
+	for chunk := range slices.Chunk(args, 3*dedupChunk) {
+		rows, err := q.stmts.Query(ctx, tx, `INSERT INTO mq_dedup (queue, dedup_id, expires_at) VALUES `+sqltext.Rows(len(chunk)/3, 3)+`
+			ON CONFLICT (queue, dedup_id) DO UPDATE SET expires_at = excluded.expires_at WHERE mq_dedup.expires_at <= ?
+			RETURNING queue, dedup_id`, append(chunk, micros(now))...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k qd
+			if err := rows.Scan(&k.queue, &k.id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			fresh[k] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	if q.dedupSweep.Due(now, mqsql.SweepEvery) {
+		if _, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_dedup WHERE (queue, dedup_id) IN (
+			SELECT queue, dedup_id FROM mq_dedup WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`, micros(now), mqsql.SweepLimit); err != nil {
+			return nil, err
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(msgs), func(m mq.Message) bool { return m.DedupID != "" && !fresh[qd{m.Queue, m.DedupID}] }), nil
 }
 
 // duplicateKey names the pending message key that made an insert of msgs fail. The

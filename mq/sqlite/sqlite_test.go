@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,5 +230,39 @@ func TestCorruptPageIsErrCorrupt(t *testing.T) {
 		if !strings.Contains(err.Error(), c.op) {
 			t.Errorf("%s: the error %q does not name the operation", c.op, err)
 		}
+	}
+}
+
+// TestExpiredDedupIDsAreSwept: ids past their window are deleted by a later write
+// that remembers ids (at most once a second), so the table holds about a window's
+// worth of ids, not every id ever seen.
+func TestExpiredDedupIDsAreSwept(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	q, err := sqlite.Open(filepath.Join(t.TempDir(), "queue.db"), sqlite.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	count := func() (n int) {
+		t.Helper()
+		if err := q.DB().Get(&n, `SELECT count(*) FROM mq_dedup`); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := range 10 {
+		if err := q.Enqueue(t.Context(), mq.Message{Queue: "q", DedupID: fmt.Sprint("old-", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(); n != 10 {
+		t.Fatalf("%d remembered ids, want 10", n)
+	}
+	now = now.Add(mq.DefaultDedupWindow + time.Second)
+	if err := q.Enqueue(t.Context(), mq.Message{Queue: "q", DedupID: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d remembered ids after the window, want 1 (the expired ones swept)", n)
 	}
 }
