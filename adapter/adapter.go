@@ -288,7 +288,7 @@ func classify(op string, err error) error {
 		return provider.Permanent(op, fmt.Errorf("%w: %w", provider.ErrClosed, err))
 	}
 	for _, permanent := range []error{provider.ErrLockLost, provider.ErrInvalid, provider.ErrNotFound, provider.ErrDuplicateEvent,
-		provider.ErrCorruptHistory, provider.ErrClosed, mq.ErrCorrupt, context.Canceled, context.DeadlineExceeded} {
+		provider.ErrCorruptHistory, provider.ErrClosed, provider.ErrInstanceExists, mq.ErrCorrupt, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, permanent) {
 			return provider.Permanent(op, err)
 		}

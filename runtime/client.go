@@ -84,11 +84,46 @@ func checkInstance(op, instance string) error {
 // version the registry's policy picks. Starting an instance that exists changes
 // nothing, so a retried start is safe.
 func (c *Client) StartOrchestration(ctx context.Context, instance, name, input string) error {
-	return c.StartOrchestrationVersioned(ctx, instance, name, "", input)
+	return c.StartOrchestrationWith(ctx, instance, name, input, StartOptions{})
 }
 
 // StartOrchestrationVersioned is StartOrchestration at an explicit version.
 func (c *Client) StartOrchestrationVersioned(ctx context.Context, instance, name, version, input string) error {
+	return c.StartOrchestrationWith(ctx, instance, name, input, StartOptions{Version: version})
+}
+
+// The start policies of StartOptions.IfExists (see provider.StartPolicy).
+const (
+	StartReturnExisting = provider.StartReturnExisting // the default: the start changes nothing
+	StartRejectExisting = provider.StartRejectExisting // ErrInstanceExists
+	StartAfterEnded     = provider.StartAfterEnded     // an ended instance starts afresh
+)
+
+// ErrInstanceExists is the error of a start its policy refused.
+var ErrInstanceExists = provider.ErrInstanceExists
+
+// ErrStartPolicyUnsupported is the error of a start whose policy the provider
+// cannot apply atomically (it does not implement provider.InstanceStarter).
+var ErrStartPolicyUnsupported = errors.New("runtime: the provider cannot apply this start policy")
+
+// StartOptions tune StartOrchestrationWith. The zero value starts at the version
+// the registry's policy picks, and a start of an instance that exists changes
+// nothing.
+type StartOptions struct {
+	// Version is the orchestration version to run ("" = the registry's policy).
+	Version string
+	// IfExists says what happens when the instance exists, or its start is pending:
+	// StartReturnExisting (default), StartRejectExisting (ErrInstanceExists), or
+	// StartAfterEnded (an instance that completed or failed is deleted, with its
+	// descendants, and started afresh; one that runs is ErrInstanceExists), as
+	// Temporal's workflow-id reuse policies. The policy holds however starts race,
+	// also from several processes.
+	IfExists provider.StartPolicy
+}
+
+// StartOrchestrationWith starts instance running orchestration name with input, as
+// o says.
+func (c *Client) StartOrchestrationWith(ctx context.Context, instance, name, input string, o StartOptions) error {
 	const op = "start orchestration"
 	if err := checkInstance(op, instance); err != nil {
 		return err
@@ -96,8 +131,19 @@ func (c *Client) StartOrchestrationVersioned(ctx context.Context, instance, name
 	if name == "" {
 		return fmt.Errorf("%s %s: %w: empty orchestration name", op, instance, provider.ErrInvalid)
 	}
-	return c.enqueue(ctx, op, provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: instance, ExecutionID: provider.InitialExecutionID,
-		Name: name, Version: version, Input: input, TraceParent: tracectx.Parent(ctx)})
+	item := provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: instance, ExecutionID: provider.InitialExecutionID,
+		Name: name, Version: o.Version, Input: input, TraceParent: tracectx.Parent(ctx)}
+	starter, ok := c.p.(provider.InstanceStarter)
+	switch {
+	case ok:
+		if err := starter.StartInstance(ctx, item, o.IfExists); err != nil {
+			return fmt.Errorf("%s %s: %w", op, instance, err)
+		}
+		return nil
+	case o.IfExists != StartReturnExisting:
+		return fmt.Errorf("%s %s: %w (%T)", op, instance, ErrStartPolicyUnsupported, c.p)
+	}
+	return c.enqueue(ctx, op, item)
 }
 
 // RaiseEvent delivers an external event to a WaitForEvent(name) of the instance that

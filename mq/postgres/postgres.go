@@ -395,7 +395,7 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx *sqlx.Tx, msgs ...mq.Message) 
 		return err
 	}
 	if err := q.insert(ctx, tx, msgs); err != nil {
-		return q.duplicate(ctx, op, msgs, wrap(op, err))
+		return clash(op, wrap(op, err))
 	}
 	return nil
 }
@@ -468,8 +468,8 @@ func (q *Queue) sweepDedup(now time.Time) {
 // duplicate turns a unique violation of the message-key index into a
 // DuplicateKeyError naming the pending key; other errors pass unchanged.
 func (q *Queue) duplicate(ctx context.Context, op string, msgs []mq.Message, err error) error {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "23505" || pe.ConstraintName != "mq_messages_key" {
+	pe := keyViolation(err)
+	if pe == nil {
 		return err
 	}
 	// The failed statement aborted its transaction: ask on another connection which
@@ -490,5 +490,32 @@ func (q *Queue) duplicate(ctx context.Context, op string, msgs []mq.Message, err
 	}
 	// The pending key was written earlier in the caller's own transaction, or is gone
 	// already: PostgreSQL's detail names it.
+	return clashError(op, pe)
+}
+
+// keyViolation is err's unique violation of the message-key index (nil if it is
+// none).
+func keyViolation(err error) *pgconn.PgError {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23505" || pe.ConstraintName != "mq_messages_key" {
+		return nil
+	}
+	return pe
+}
+
+// clashError is the error of a unique violation of the message-key index, naming
+// the key as PostgreSQL's detail does.
+func clashError(op string, pe *pgconn.PgError) error {
 	return &opError{op: op, err: fmt.Errorf("%w: %s", mq.ErrDuplicateKey, pe.Detail)}
+}
+
+// clash is duplicate for a write in the caller's transaction: that transaction
+// holds a connection until the caller ends it, so no other is asked (with the pool
+// exhausted by such callers, the question would wait for ever); PostgreSQL's detail
+// names the key.
+func clash(op string, err error) error {
+	if pe := keyViolation(err); pe != nil {
+		return clashError(op, pe)
+	}
+	return err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/postgres"
 	"github.com/duroq/duroq/pgdb"
+	"github.com/jmoiron/sqlx"
 )
 
 // openSchema opens a queue on a fresh schema of the test server (skipping the test
@@ -352,5 +353,37 @@ func TestExpiredDedupIDsAreSwept(t *testing.T) {
 			t.Fatalf("%d remembered ids 10 s after the window ended, want 1 (the expired ones swept)", count())
 		}
 		time.Sleep(10 * time.Millisecond) // the sweep runs in the background
+	}
+}
+
+// TestDuplicateKeyInCallersTxNeedsNoOtherConnection: a duplicate message key met
+// by EnqueueTx is reported from the caller's transaction alone. Asking another
+// connection which key it was waited for ever once such transactions held every
+// connection of the pool (found racing StartOrchestrationWith on a pool of 4).
+func TestDuplicateKeyInCallersTxNeedsNoOtherConnection(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	q, err := postgres.Open(t.Context(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := q.Enqueue(ctx, mq.Message{Queue: "q", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	var txs []*sqlx.Tx
+	for range 2 { // every connection of the pool
+		tx, err := q.DB().BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		txs = append(txs, tx)
+	}
+	for i, tx := range txs {
+		if err := q.EnqueueTx(ctx, tx, mq.Message{Queue: "q", Key: "k"}); !errors.Is(err, mq.ErrDuplicateKey) {
+			t.Fatalf("EnqueueTx %d of a pending key with the pool held = %v, want ErrDuplicateKey", i, err)
+		}
 	}
 }

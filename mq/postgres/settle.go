@@ -302,7 +302,7 @@ func (q *Queue) settleWholeTx(ctx context.Context, tx *sqlx.Tx, op string, st mq
 	}
 	_, held, err := q.applyWhole(ctx, tx, st)
 	if err != nil {
-		return false, q.duplicate(ctx, op, st.Then, wrap(op, err))
+		return false, clash(op, wrap(op, err))
 	}
 	return held, nil
 }
@@ -468,9 +468,9 @@ func (q *Queue) SettleTx(ctx context.Context, tx *sqlx.Tx, settlements ...mq.Set
 		return err
 	}
 	settlements = mq.TracedSettlements(ctx, settlements)
-	lost, _, then, err := q.settle(ctx, tx, settlements)
+	lost, _, _, err := q.settle(ctx, tx, settlements)
 	if err != nil {
-		return q.duplicate(ctx, op, then, wrap(op, err))
+		return clash(op, wrap(op, err))
 	}
 	return settleError(lost)
 }

@@ -19,6 +19,9 @@ var (
 	ErrCorruptHistory = errors.New("runtime: corrupt history")
 	// ErrClosed: the provider was closed.
 	ErrClosed = errors.New("runtime: provider closed")
+	// ErrInstanceExists: a start refused by its StartPolicy, the instance existing
+	// (or its start pending).
+	ErrInstanceExists = errors.New("runtime: instance exists")
 )
 
 // ProviderError is a provider failure classified for the runtime: a retryable error

@@ -289,6 +289,35 @@ type BatchProvider interface {
 	AckWorkItems(ctx context.Context, acks []WorkAck) error
 }
 
+// StartPolicy says what a start of an instance that exists does (Temporal's
+// workflow-id reuse policies, for duroq's instance ids).
+type StartPolicy uint8
+
+// The start policies. An instance exists once a start of it is pending (enqueued,
+// its first turn not yet committed) and until it is deleted.
+const (
+	// StartReturnExisting: the start changes nothing and succeeds, so a retried
+	// start is safe (the default, and what EnqueueForOrchestrator does).
+	StartReturnExisting StartPolicy = iota
+	// StartRejectExisting: the start fails with ErrInstanceExists.
+	StartRejectExisting
+	// StartAfterEnded: an instance whose current execution ended (completed,
+	// failed) is deleted with its descendants, its queued messages and its KV, and
+	// started afresh, atomically; while it runs or its start is pending the start
+	// fails with ErrInstanceExists.
+	StartAfterEnded
+)
+
+// InstanceStarter is implemented by providers that apply a StartPolicy atomically:
+// no two starts with policies can both succeed for one new instance, however they
+// race. Client.StartOrchestrationWith needs it for the policies other than
+// StartReturnExisting.
+type InstanceStarter interface {
+	// StartInstance enqueues item, a StartOrchestration for the orchestrator queue,
+	// as policy allows.
+	StartInstance(ctx context.Context, item WorkItem, policy StartPolicy) error
+}
+
 // TurnAck is one turn of a batched AckOrchestrationItems.
 type TurnAck struct {
 	Token string           // the lock token of the fetched OrchestrationItem
