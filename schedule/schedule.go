@@ -26,7 +26,7 @@ const (
 	// in bytes: it is stored in the schedule's own message.
 	MaxTargetSize = 1 << 20
 	// MinEvery is the shortest interval of an Every schedule.
-	MinEvery = 100 * time.Millisecond
+	MinEvery = time.Second
 	// MaxJitter is the largest Jitter.
 	MaxJitter = 24 * time.Hour
 	// DefaultCatchupWindow is the CatchupWindow of a schedule that leaves it zero.
@@ -87,11 +87,12 @@ type Schedule struct {
 	// (or to import time/tzdata). Only for Cron.
 	TimeZone string
 	// Every makes the slots Anchor + k·Every for every integer k: absolute
-	// instants, unaffected by time zones and daylight saving. At least MinEvery.
+	// instants, unaffected by time zones and daylight saving. A whole number of
+	// seconds, at least MinEvery.
 	Every time.Duration
 	// Anchor sets the phase of Every (the zero value means the Unix epoch, so an
-	// hourly interval fires on the hour UTC); between the years 1970 and 2200.
-	// Only for Every.
+	// hourly interval fires on the hour UTC); a whole second between the years
+	// 1970 and 2200. Only for Every.
 	Anchor time.Time
 
 	// Jitter delays each firing by a uniform random duration in [0, Jitter), to
@@ -140,8 +141,9 @@ type OrchestrationTarget struct {
 }
 
 // SlotID is the id of the slot of schedule id at slot: the id, "@" and the slot's
-// time in RFC 3339 UTC (with fractional seconds only when it has them), e.g.
-// "nightly@2026-01-02T03:00:00Z". Every process computes the same id for a slot.
+// time in RFC 3339 UTC, e.g. "nightly@2026-01-02T03:00:00Z". Every process
+// computes the same id for a slot, and as slots are whole seconds the slot ids of
+// a schedule sort in time order.
 func SlotID(id string, slot time.Time) string {
 	return id + "@" + slot.UTC().Format(time.RFC3339Nano)
 }
@@ -290,12 +292,12 @@ func (s Schedule) normalize(op, queue string) (Schedule, slots, error) {
 		switch {
 		case s.TimeZone != "":
 			return bad("TimeZone", "only for Cron: Every's slots are absolute")
-		case s.Every < MinEvery:
-			return bad("Every", fmt.Sprintf("%v is shorter than %v", s.Every, MinEvery))
+		case s.Every < MinEvery || s.Every%time.Second != 0:
+			return bad("Every", fmt.Sprintf("%v is not a whole number of seconds of at least %v", s.Every, MinEvery))
 		case s.Anchor.IsZero():
 			s.Anchor = minAnchor
-		case s.Anchor.Before(minAnchor) || !s.Anchor.Before(maxAnchor):
-			return bad("Anchor", fmt.Sprintf("%s is not between the years 1970 and 2200", s.Anchor.UTC().Format(time.RFC3339)))
+		case s.Anchor.Before(minAnchor) || !s.Anchor.Before(maxAnchor) || s.Anchor.Nanosecond() != 0:
+			return bad("Anchor", fmt.Sprintf("%s is not a whole second between the years 1970 and 2200", s.Anchor.UTC().Format(time.RFC3339Nano)))
 		}
 		if s.Jitter >= s.Every {
 			return bad("Jitter", fmt.Sprintf("%v is not shorter than Every (%v)", s.Jitter, s.Every))

@@ -45,6 +45,8 @@ func TestCreateRejectsBadInput(t *testing.T) {
 		{"anchor too old", ok(func(s *schedule.Schedule) { s.Anchor = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC) }), "Anchor"},
 		{"tiny every", ok(func(s *schedule.Schedule) { s.Every = time.Millisecond }), "Every"},
 		{"negative every", ok(func(s *schedule.Schedule) { s.Every = -time.Hour }), "Every"},
+		{"fractional every", ok(func(s *schedule.Schedule) { s.Every = 1500 * time.Millisecond }), "Every"},
+		{"fractional anchor", ok(func(s *schedule.Schedule) { s.Anchor = time.Date(2026, 1, 1, 0, 0, 0, 1, time.UTC) }), "Anchor"},
 		{"negative jitter", ok(func(s *schedule.Schedule) { s.Jitter = -time.Second }), "Jitter"},
 		{"jitter of the interval", ok(func(s *schedule.Schedule) { s.Jitter = time.Minute }), "Jitter"},
 		{"huge jitter", ok(func(s *schedule.Schedule) { cron("@daily")(s); s.Jitter = 25 * time.Hour }), "Jitter"},
