@@ -77,8 +77,9 @@ type Info struct {
 	// LastInstance is the instance the last started slot of an Orchestration
 	// target started ("" before the first).
 	LastInstance string
-	// Attempt counts the deliveries of the current firing; above one, a firing
-	// failed (LastError says why) or a Scheduler crashed while firing it.
+	// Attempt counts the deliveries of the current firing (0 before the first).
+	// Above zero while the firing is not held, an attempt failed (LastError says
+	// why) or a Scheduler died while firing it.
 	Attempt int
 	// LastError is why the last failed attempt of the current firing failed.
 	LastError string

@@ -52,7 +52,7 @@ var allowed = map[string][]string{
 	"sqliteprovider": {"adapter", "mq/sqlite", "eventstore/sqlite", "sqlitedb"},
 	"pgprovider":     {"adapter", "mq/postgres", "eventstore/postgres", "pgdb"},
 	"cmd/duroq": {"adapter", "bench", "ui", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/stdout", "go.opentelemetry.io/otel/exporters/otlp", "go.opentelemetry.io/otel/semconv", "go.opentelemetry.io/otel/trace", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
-		"sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "internal/migrate", "internal/pgsql", "github.com/jackc/pgx/v5", "github.com/mattn/go-sqlite3"},
+		"sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "schedule", "internal/migrate", "internal/pgsql", "github.com/jackc/pgx/v5", "github.com/mattn/go-sqlite3"},
 }
 
 func TestDependencyDirection(t *testing.T) {
