@@ -16,10 +16,10 @@ import (
 // pausedDelay keeps a paused schedule's message out of every Scheduler's reach.
 const pausedDelay = 100 * 365 * 24 * time.Hour
 
-// Queue is what the Manager needs of the schedules' queue: the message queue, its
+// managedQueue is what the Manager needs of the schedules' queue: its
 // transactions (to replace a schedule's message atomically) and its admin view (to
-// read schedules). Every backend of this module implements it.
-type Queue interface {
+// read schedules). Every backend of this module has both.
+type managedQueue interface {
 	mq.TxQueue
 	mq.Admin
 }
@@ -37,16 +37,16 @@ type ManagerOptions struct {
 // Manager creates, reads, pauses, resumes and deletes the schedules of a queue. It
 // is safe for concurrent use, by any number of processes at once.
 type Manager struct {
-	q     Queue
+	q     managedQueue
 	queue string
 	now   func() time.Time
 }
 
 // NewManager returns the manager of the schedules that o.Queue of q holds. q must
-// implement Queue.
+// also implement mq.TxQueue and mq.Admin, as every backend of this module does.
 func NewManager(q mq.MessageQueue, o ManagerOptions) (*Manager, error) {
 	const op = "new manager"
-	qq, ok := q.(Queue)
+	qq, ok := q.(managedQueue)
 	if !ok {
 		return nil, invalid(op, "", "queue", fmt.Sprintf("%T does not implement mq.TxQueue and mq.Admin", q))
 	}
@@ -299,8 +299,11 @@ func (m *Manager) replace(ctx context.Context, op, id string, change func(r *rec
 		if err != nil {
 			return err
 		}
-		// The schedule may have fired (and been replaced) since it was read: its
-		// definition is the same, and the change recomputes what matters.
+		// The message may have been replaced since it was read. By a firing: the
+		// slot it moved to does not matter (a paused schedule has none, Resume
+		// computes its own), LastInstance may go back one slot. By a Delete and a
+		// Create of the id: that schedule is overwritten, as the mq contract has no
+		// remove-if-unchanged.
 		if n, err := q.Remove(ctx, m.queue, id); err != nil || n == 0 {
 			return cmp.Or(err, idError(op, id, ErrNotFound))
 		}

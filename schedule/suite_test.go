@@ -192,6 +192,7 @@ var suite = []suiteCase{
 	{"DeleteAndCreateAgain", testDelete},
 	{"ListPagesInIDOrder", testList},
 	{"UnreadableScheduleIsKept", testUnreadable},
+	{"SlotIDTakenInTheTargetQueue", testSlotIDTaken},
 	{"DeleteOrPauseDuringAFiring", testChangeDuringFiring},
 	{"TwoSchedulersFireEachSlotOnce", testTwoSchedulers},
 	{"CrashedFiringFiresOnceAfterItsLockLapses", testCrashedFiring},
@@ -554,6 +555,24 @@ func testUnreadable(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.wantFired("ticks", slot("good", "10:01:00"))
+}
+
+// An application's pending message already uses a slot's id as its message key:
+// that slot is skipped (the Settle would fail on it forever), the schedule moves on.
+func testSlotIDTaken(t *testing.T, e *env) {
+	e.create(every("k", time.Minute, "ticks"))
+	mine := mq.Message{Queue: "ticks", Key: slot("k", "10:01:00"), Payload: []byte("mine")}
+	if err := e.q.Enqueue(t.Context(), mine); err != nil {
+		t.Fatal(err)
+	}
+	s := e.scheduler(nil, schedule.SchedulerOptions{})
+	e.fire(s, "10:01:00", 1)
+	if ds := e.deliveries("ticks"); len(ds) != 1 || string(ds[0].Payload) != "mine" {
+		t.Fatalf("ticks delivered %+v, want the application's message alone", ds)
+	}
+	wantTime(t, "Next", e.get("k").Next, at("10:02:00"))
+	e.fire(s, "10:02:00", 1)
+	e.wantFired("ticks", slot("k", "10:02:00"))
 }
 
 // settleHook is a queue whose Settle runs a hook first: what another process does
