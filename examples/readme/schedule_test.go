@@ -46,12 +46,13 @@ func Example_schedules() {
 		panic(err)
 	}
 	_, err = schedules.Create(ctx, schedule.Schedule{
-		ID:            "nightly-report",
-		Cron:          "0 3 * * *",
-		TimeZone:      "Europe/Paris",
-		Jitter:        time.Minute,
-		Catchup:       schedule.CatchupOne, // after downtime, the latest missed slot fires once
-		Orchestration: &schedule.OrchestrationTarget{Name: "Report", Input: "daily"}, // instance id = slot id
+		ID:       "nightly-report",
+		Cron:     "0 3 * * *",
+		TimeZone: "Europe/Paris",
+		Jitter:   time.Minute,
+		Catchup:  schedule.CatchupOne, // after downtime: the latest missed slot, once
+		// Each slot starts the instance whose id is the slot id.
+		Orchestration: &schedule.OrchestrationTarget{Name: "Report", Input: "daily"},
 	})
 	if err != nil && !errors.Is(err, schedule.ErrExists) { // each process may create it at start-up
 		panic(err)
