@@ -6,6 +6,7 @@
 //	duroq export -db <sqlite file | postgres://...> [-instance id]... [-orchestration name]... [-o file] [-batch N] [-quiet]
 //	duroq instances <list|show|history|tree|cancel|raise|enqueue|delete|prune|stats> -db <sqlite file | postgres://...> [-schema name] [-json] ...
 //	duroq queues <list|stats|peek|dead-letters|redrive|purge> -db <sqlite file | postgres://...> [-schema name] [-json] ...
+//	duroq schedules <list|show|create|pause|resume|delete> -db <sqlite file | postgres://...> [-schema name] [-json] [-queue name] ...
 //	duroq migrate <status|up> -db <sqlite file | postgres://...> [-schema name] [-json] [-check] [-create]
 //	duroq migrate sql -backend sqlite|postgres [-line mq|eventstore]
 //	duroq ui -db <sqlite file | postgres://...> [-schema name] [-addr 127.0.0.1:8080] [-read-only]
@@ -40,6 +41,13 @@
 // or routing key, peek at messages a page at a time without locking them, show a
 // dead-letter queue's origins and errors, redrive dead letters and purge messages
 // (which -yes must confirm).
+//
+// schedules manages the durable schedules (package schedule) that the
+// applications sharing a database fire with their schedule.Scheduler: list them
+// with their next slot and state, show one, create one that fires on a cron
+// expression (-cron, -tz) or every interval (-every) with jitter and catch-up and
+// overlap policies, and enqueues a message (-enqueue) or starts an orchestration
+// (-start) each time; pause, resume and delete them.
 //
 // migrate is for those who apply duroq's migrations themselves, or check them before
 // a deploy (the providers otherwise apply them when they open): status shows, per
@@ -85,6 +93,8 @@ func main() {
 		err = instancesCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "queues":
 		err = queuesCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "schedules":
+		err = schedulesCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "migrate":
 		err = migrateCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "ui":
@@ -117,6 +127,7 @@ commands:
   export       write recorded execution histories as JSON for the replayer (runtime/runtimetest)
   instances    list, show, cancel, delete... the instances of a database; see duroq instances help
   queues       list, peek, redrive, purge... the queued messages of a database; see duroq queues help
+  schedules    list, create, pause, resume, delete the durable schedules of a database; see duroq schedules help
   migrate      show (status), apply (up) or print (sql) duroq's schema migrations; see duroq migrate help
   ui           serve the web UI of a database (instances, histories, queues, dead letters); see duroq ui -h`)
 	os.Exit(2)

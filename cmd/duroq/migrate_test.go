@@ -103,7 +103,7 @@ func TestMigrateSQLite(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for name, cmd := range map[string]func([]string, io.Writer, io.Writer) error{"instances": instancesCmd, "queues": queuesCmd} {
+	for name, cmd := range map[string]func([]string, io.Writer, io.Writer) error{"instances": instancesCmd, "queues": queuesCmd, "schedules": schedulesCmd} {
 		err := cmd([]string{"list", "-db", empty}, io.Discard, io.Discard)
 		if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), "no duroq tables in "+empty) {
 			t.Errorf("%s list of an empty file = %v; want it refused", name, err)
@@ -156,7 +156,7 @@ func TestMigratePostgres(t *testing.T) {
 		schema  string
 		schemas int
 	}{{schema, 1}, {typo, 0}} {
-		for name, cmd := range map[string]func([]string, io.Writer, io.Writer) error{"instances": instancesCmd, "queues": queuesCmd} {
+		for name, cmd := range map[string]func([]string, io.Writer, io.Writer) error{"instances": instancesCmd, "queues": queuesCmd, "schedules": schedulesCmd} {
 			err := cmd([]string{"list", "-db", dsn, "-schema", c.schema}, io.Discard, io.Discard)
 			if err == nil || exitCode(err) != 1 || !strings.Contains(err.Error(), `no duroq tables in schema "`+c.schema+`"`) {
 				t.Errorf("%s list in schema %s = %v; want it refused", name, c.schema, err)

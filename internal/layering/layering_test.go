@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"conformance":                        {"runtime/provider", "mq", "eventstore", "runtime", "runtime/faultprovider", "txn", "go.opentelemetry.io/otel/trace"},
 	"bench":                              {"runtime/provider", "mq", "eventstore", "runtime"},
 	"ui":                                 {"runtime/provider", "mq", "runtime"},
+	"schedule":                           {"mq", "txn", "github.com/robfig/cron/v3"},
 	"mq/sqlite":                          {"mq", "txn", "internal/", "sqlitedb", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
 	"eventstore/sqlite":                  {"eventstore", "eventstore/sqlstore", "txn", "internal/", "sqlitedb", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
 	"mq/postgres":                        {"mq", "txn", "internal/", "pgdb", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
@@ -51,7 +52,7 @@ var allowed = map[string][]string{
 	"sqliteprovider": {"adapter", "mq/sqlite", "eventstore/sqlite", "sqlitedb"},
 	"pgprovider":     {"adapter", "mq/postgres", "eventstore/postgres", "pgdb"},
 	"cmd/duroq": {"adapter", "bench", "ui", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/stdout", "go.opentelemetry.io/otel/exporters/otlp", "go.opentelemetry.io/otel/semconv", "go.opentelemetry.io/otel/trace", "mq", "mq/sqlite", "mq/postgres", "eventstore/sqlite", "eventstore/postgres", "runtime", "runtime/provider", "runtime/runtimetest",
-		"sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "internal/migrate", "internal/pgsql", "github.com/jackc/pgx/v5", "github.com/mattn/go-sqlite3"},
+		"sqlitedb", "pgdb", "sqliteprovider", "pgprovider", "schedule", "internal/migrate", "internal/pgsql", "github.com/jackc/pgx/v5", "github.com/mattn/go-sqlite3"},
 }
 
 func TestDependencyDirection(t *testing.T) {
