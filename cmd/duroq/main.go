@@ -61,8 +61,8 @@
 //
 // ui serves the web UI (package ui) of a database on a loopback address: instances
 // with filters and paging, an instance's history, tree, KV and failure, the queues
-// and their dead letters, with cancel, raise, delete and redrive confirmed on their
-// own page (-read-only: none).
+// and their dead letters, with cancel, raise, delete, redrive and the pause and
+// resume of a queue confirmed on their own page (-read-only: none).
 //
 // queue-demo shows per-customer ordered processing on an embedded SQLite queue: a
 // failed event is retried without being overtaken by the customer's later events, a
