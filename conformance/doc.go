@@ -16,18 +16,18 @@
 //   - TestMessageQueue: the mq.MessageQueue contract (routing-key batches, locks,
 //     visibility, tags, sessions, key attributes, message keys, long polls,
 //     concurrency, bad input; order under failure, bounded batches, DequeueBatches,
-//     message-by-message Settle) and the mq.Admin contract (Peek, Redrive, Purge, Queues),
-//     which every backend must implement. The suite owns the backend's clock: the
-//     factory gets now, and the backend must take every time from it (lock expiry
-//     and Renew, the visibility of delayed and abandoned messages, session leases
-//     and activity, EnqueuedAt and the failure and dead-letter times) and turn the
-//     times a long poll waits for into durations with it. The clock stands still
-//     until a case advances it, so the cases that check a lock lapse, the end of a
-//     delay or a session lease advance it instead of sleeping, and hold however
-//     slowly the test runs. Only the long-poll cases (a waiting DequeueBatch woken
-//     by an Enqueue, an Ack, an Abandon, the clock passing the end of a delay or a
-//     lock, a canceled context, a Close) take real time: they run in parallel and
-//     wait for the event with a bound.
+//     message-by-message Settle) and the mq.Admin contract (Peek, Redrive, Purge,
+//     Queues, Pause and Resume), which every backend must implement. The suite owns
+//     the backend's clock: the factory gets now, and the backend must take every
+//     time from it (lock expiry and Renew, the visibility of delayed and abandoned
+//     messages, session leases and activity, EnqueuedAt and the failure and
+//     dead-letter times) and turn the times a long poll waits for into durations
+//     with it. The clock stands still until a case advances it, so the cases that
+//     check a lock lapse, the end of a delay or a session lease advance it instead
+//     of sleeping, and hold however slowly the test runs. Only the long-poll cases
+//     (a waiting DequeueBatch woken by an Enqueue, an Ack, an Abandon, a Resume, the
+//     clock passing the end of a delay or a lock, a canceled context, a Close) take
+//     real time: they run in parallel and wait for the event with a bound.
 //   - TestEventStore: the eventstore.EventStore contract.
 //   - TestProvider: a Go port of duroxide's provider validation suite (0.1.26, plus
 //     the 0.1.27 additions), one subtest per duroxide test, named Group/Case;

@@ -29,7 +29,7 @@ type QueueFactory struct {
 // makes. Every case is a subtest with a queue and a clock of its own. A case that
 // checks a lock lapse, a delay or a session lease advances its clock instead of
 // sleeping. The long-poll cases (a waiting DequeueBatch woken by an Enqueue, an Ack,
-// the end of a delay, a canceled context) need real time: they run in parallel and
+// a Resume, the end of a delay, a canceled context) need real time: they run in parallel and
 // wait for the event with a bound (together about a second of waiting per backend;
 // go test's -parallel flag, GOMAXPROCS by default, bounds how many wait at once). A
 // long-poll check that ran too slowly to tell (the event came after the Wait ended) is
@@ -60,6 +60,7 @@ func TestMessageQueue(t *testing.T, f QueueFactory) {
 		batchInputCases,
 		traceCases,
 		dedupCases,
+		pauseCases,
 	} {
 		for _, c := range group {
 			t.Run(c.name, func(t *testing.T) { c.run(t, e) })

@@ -47,6 +47,8 @@
 //     (Settle skips, and reports, the settlements whose lock was lost).
 //   - Delays, lock expiries and session leases MUST be computed from the backend's
 //     clock, so an injected clock controls them all.
+//   - A paused queue (Admin.Pause) MUST deliver nothing until Resume, which MUST wake
+//     its waiting long polls; its producers, and the holders of its batches, go on.
 //   - Bad input MUST be rejected before anything is written, with an error that names
 //     the operation and matches ErrInvalid, ErrPayloadTooLarge or ErrDuplicateKey; a
 //     closed queue MUST answer ErrClosed. No input may cause a panic.
@@ -72,5 +74,6 @@
 // For applications, Consumer runs a Handler over a queue with lock renewal, retries
 // with backoff that keep per-key order, dead-lettering of the failing message alone,
 // group commits and graceful shutdown, and Typed adds a Codec at the edge. Operators
-// browse, redrive and purge messages through Admin, which every backend implements.
+// browse, redrive and purge messages, and pause and resume queues, through Admin,
+// which every backend implements.
 package mq

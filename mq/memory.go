@@ -39,6 +39,7 @@ type Memory struct {
 	nextID int64
 	queues map[string]*memQueue
 	locks  map[string]*memLock // by token
+	paused map[string]bool     // the paused queues (Pause)
 }
 
 type memQueue struct {
@@ -104,7 +105,7 @@ func NewMemory(o MemoryOptions) *Memory {
 	if o.Database == nil {
 		o.Database = txn.NewMemoryDatabase()
 	}
-	return &Memory{domain: o.Database, now: o.Now, queues: map[string]*memQueue{}, locks: map[string]*memLock{}}
+	return &Memory{domain: o.Database, now: o.Now, queues: map[string]*memQueue{}, locks: map[string]*memLock{}, paused: map[string]bool{}}
 }
 
 // run runs fn in a transaction of the queue's own; fn's writes roll back if it fails.
@@ -284,8 +285,8 @@ func (s *Memory) DequeueTx(tx *txn.MemoryTx, queue string, opts DequeueOptions) 
 		return nil, time.Time{}, err
 	}
 	q := s.queues[queue]
-	if q == nil {
-		return nil, time.Time{}, nil
+	if q == nil || s.paused[queue] {
+		return nil, time.Time{}, nil // a paused queue's poll waits for Resume's wake-up
 	}
 	now := s.now()
 	first, next := q.scan(now, opts)
@@ -889,10 +890,13 @@ func (s *Memory) Stats(ctx context.Context, queue string) (st Stats, err error) 
 	const op = "stats"
 	err = s.run(ctx, op, func(*txn.MemoryTx) error {
 		q, err := s.existing(op, queue)
-		if q == nil || err != nil {
+		if err != nil {
 			return err
 		}
-		st = count(q.msgs, s.now())
+		if q != nil {
+			st = count(q.msgs, s.now())
+		}
+		st.Paused = s.paused[queue]
 		return nil
 	})
 	return st, err
@@ -903,10 +907,13 @@ func (s *Memory) KeyStats(ctx context.Context, queue, routingKey string) (st Sta
 	const op = "key stats"
 	err = s.run(ctx, op, func(*txn.MemoryTx) error {
 		q, err := s.existing(op, queue)
-		if q == nil || err != nil {
+		if err != nil {
 			return err
 		}
-		st = count(q.byRoute[routingKey], s.now())
+		if q != nil {
+			st = count(q.byRoute[routingKey], s.now())
+		}
+		st.Paused = s.paused[queue]
 		return nil
 	})
 	return st, err
@@ -918,14 +925,46 @@ func (s *Memory) Queues(ctx context.Context) (out []QueueStats, err error) {
 		now := s.now()
 		out = []QueueStats{}
 		for name, q := range s.queues {
-			if len(q.msgs) > 0 {
-				out = append(out, QueueStats{Queue: name, Stats: count(q.msgs, now)})
+			if len(q.msgs) > 0 || s.paused[name] {
+				st := count(q.msgs, now)
+				st.Paused = s.paused[name]
+				out = append(out, QueueStats{Queue: name, Stats: st})
+			}
+		}
+		for name := range s.paused {
+			if s.queues[name] == nil {
+				out = append(out, QueueStats{Queue: name, Stats: Stats{Paused: true}})
 			}
 		}
 		slices.SortFunc(out, func(a, b QueueStats) int { return strings.Compare(a.Queue, b.Queue) })
 		return nil
 	})
 	return out, err
+}
+
+// Pause implements Admin.
+func (s *Memory) Pause(ctx context.Context, queue string) error {
+	const op = "pause"
+	return s.run(ctx, op, func(tx *txn.MemoryTx) error {
+		if _, err := s.existing(op, queue); err != nil {
+			return err
+		}
+		put(tx, s.paused, queue, true)
+		return nil
+	})
+}
+
+// Resume implements Admin.
+func (s *Memory) Resume(ctx context.Context, queue string) error {
+	const op = "resume"
+	return s.run(ctx, op, func(tx *txn.MemoryTx) error {
+		if _, err := s.existing(op, queue); err != nil {
+			return err
+		}
+		del(tx, s.paused, queue)
+		tx.AfterCommit(func() { s.hub.Notify(queue) })
+		return nil
+	})
 }
 
 func count(msgs map[int64]*memMsg, now time.Time) (st Stats) {

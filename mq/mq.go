@@ -334,6 +334,9 @@ type Stats struct {
 	// (enqueued, its delay ended, or its lock lapsed or was released; zero when none
 	// is ready): the time since is how far consumers are behind.
 	OldestReady time.Time
+	// Paused says the queue is paused (see Admin.Pause): its ready messages wait
+	// for Resume. KeyStats reports the pause of the key's queue.
+	Paused bool
 }
 
 // MessageQueue is a durable, peek-lock, at-least-once queue of opaque messages with
@@ -467,14 +470,32 @@ type Admin interface {
 	// Purge deletes the messages of queue selected by opts, locked or not (holders of
 	// a lock that lost a message lose it as with Remove), and returns how many.
 	Purge(ctx context.Context, queue string, opts PurgeOptions) (int, error)
-	// Queues lists the queues that hold messages (dead-letter queues included), in
-	// name order, each with its Stats at one instant. It reads every stored message's
-	// state once: an operator's overview, not a hot path.
+	// Queues lists the queues that hold messages (dead-letter queues included) and
+	// the paused queues, in name order, each with its Stats at one instant. It reads
+	// every stored message's state once: an operator's overview, not a hot path.
 	Queues(ctx context.Context) ([]QueueStats, error)
+	// Pause stops the delivery of queue's messages until Resume, for every consumer
+	// of the backend's storage (every process sharing the database). While queue is
+	// paused, DequeueBatch and DequeueBatches (and QueueTx.DequeueBatches) MUST
+	// return no batch of it, and a long poll on it waits (see Resume). Everything
+	// else MUST keep working: Enqueue, Peek, Redrive, Purge, Stats (which reports
+	// Paused), and the batches held when the pause began, which are acked, settled,
+	// renewed and abandoned as usual. A dequeue under way when Pause returns may
+	// still deliver; every dequeue that starts afterwards sees the pause. Pause is
+	// idempotent, and a queue that holds nothing, or was never used, may be paused:
+	// producers may start into a paused queue. A durable backend MUST keep the pause
+	// across a restart. The queue name is checked as Enqueue checks it (ErrInvalid).
+	Pause(ctx context.Context, queue string) error
+	// Resume ends the pause of queue (resuming a queue that is not paused does
+	// nothing). Its messages are then delivered in the order they would have been
+	// without the pause, keyed order kept. Resume MUST wake the long polls waiting on
+	// queue, in this process at once, and in the others as an Enqueue of theirs
+	// would wake them.
+	Resume(ctx context.Context, queue string) error
 }
 
 // QueueStats is one queue's counts, as Admin.Queues lists them.
 type QueueStats struct {
 	Queue string // the queue's name
-	Stats        // its counts, as MessageQueue.Stats gives them
+	Stats        // its counts and whether it is paused, as MessageQueue.Stats gives them
 }

@@ -42,6 +42,8 @@ var doneMessages = map[string]string{
 	"delete":          "Instance deleted, with its executions, sub-orchestrations and queued messages.",
 	"redrive-message": "Dead letters redriven: they are visible again in their queue.",
 	"delete-message":  "Message deleted.",
+	"pause":           "Queue paused: its consumers receive none of its messages until it is resumed.",
+	"resume":          "Queue resumed: its consumers receive its messages again.",
 }
 
 // running refuses actions that need an instance that has not ended.
@@ -152,11 +154,19 @@ func (h *handler) confirmInstanceAction(a instanceAction) func(*http.Request) (*
 // maxFormBytes bounds a posted form: an event's data or a message is at most this.
 const maxFormBytes = 1 << 20
 
+// parseForm reads the form posted to action, at most maxFormBytes of it.
+func parseForm(r *http.Request, action string) error {
+	r.Body = http.MaxBytesReader(nil, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		return badRequest("%s: reading the form: %v", action, err)
+	}
+	return nil
+}
+
 func (h *handler) doInstanceAction(a instanceAction) func(*http.Request) (*view, error) {
 	return func(r *http.Request) (*view, error) {
-		r.Body = http.MaxBytesReader(nil, r.Body, maxFormBytes)
-		if err := r.ParseForm(); err != nil {
-			return nil, badRequest("%s: reading the form: %v", a.name, err)
+		if err := parseForm(r, a.name); err != nil {
+			return nil, err
 		}
 		id, err := h.target(r, a)
 		if err != nil {

@@ -48,8 +48,9 @@ func browser(t *testing.T) context.Context {
 
 // TestBrowser clicks through the UI in a real headless Chromium against a SQLite
 // database the fixture filled: the overview, a filtered listing, a failed
-// instance, a cancel confirmed on its page, and a redrive of a dead letter. It
-// keeps a screenshot of each main page (in docs/ui with -update-screenshots).
+// instance, a cancel confirmed on its page, a redrive of a dead letter and a pause
+// of a queue. It keeps a screenshot of each main page (in docs/ui with
+// -update-screenshots).
 func TestBrowser(t *testing.T) {
 	ctx := browser(t)
 	f := newFixture(t, backends[1].open(t), ui.Options{})
@@ -135,4 +136,14 @@ func TestBrowser(t *testing.T) {
 	want("#messages", "No message.")
 	run("the redriven message", chromedp.Navigate(f.url+"/queue?name=orders&key=carol"), chromedp.WaitVisible(chromedp.CSS("#messages")))
 	want("#messages", deadReason)
+
+	run("pause", chromedp.Navigate(f.url+"/queue?name=orders"), chromedp.WaitVisible(chromedp.CSS("#queue-actions")),
+		chromedp.Click(chromedp.CSS(`#queue-actions a[href^="/queue/pause"]`)), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+	want("#confirm", "Pause queue")
+	run("confirm the pause", chromedp.Click(chromedp.CSS("#confirm-submit")), chromedp.WaitVisible(chromedp.CSS("#paused")))
+	want("#done", "Queue paused")
+	want("#queue-actions", "Resume")
+	if st, err := f.p.Queue().Stats(t.Context(), "orders"); err != nil || !st.Paused {
+		t.Errorf("after the pause in the browser: %+v, %v; want orders paused", st, err)
+	}
 }

@@ -51,7 +51,8 @@ type queueData struct {
 	Redrive  string // the link redriving every dead letter shown by the filter; "" when none
 	Next     string
 	First    string
-	Done     string // what an action that redirected here did, with how many messages
+	Done     string       // what an action that redirected here did, with how many messages
+	Actions  []actionLink // pause or resume; none when read-only
 }
 
 // messageRow is a stored message as the queue page shows it.
@@ -103,6 +104,13 @@ func (h *handler) queue(r *http.Request) (*view, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !h.o.ReadOnly {
+		for _, a := range h.queueActions() {
+			if a.applies(d.Stats) {
+				d.Actions = append(d.Actions, actionLink{a.label, h.link("/queue/"+a.name, url.Values{"name": {d.Name}}), ""})
+			}
+		}
 	}
 	msgs, err := h.queues.Peek(ctx, d.Name, opts)
 	if err != nil {
@@ -256,9 +264,8 @@ func (h *handler) confirmMessageAction(a messageAction) func(*http.Request) (*vi
 
 func (h *handler) doMessageAction(a messageAction) func(*http.Request) (*view, error) {
 	return func(r *http.Request) (*view, error) {
-		r.Body = http.MaxBytesReader(nil, r.Body, maxFormBytes)
-		if err := r.ParseForm(); err != nil {
-			return nil, badRequest("%s: reading the form: %v", a.name, err)
+		if err := parseForm(r, a.name); err != nil {
+			return nil, err
 		}
 		name, t, err := a.target(r)
 		if err != nil {
@@ -269,5 +276,66 @@ func (h *handler) doMessageAction(a messageAction) func(*http.Request) (*view, e
 			return nil, fmt.Errorf("%s in queue %q: %w", a.name, clip(name, 200), err)
 		}
 		return &view{redirect: "/queue?" + url.Values{"name": {name}, "done": {a.name + "-message"}, "n": {strconv.Itoa(n)}}.Encode()}, nil
+	}
+}
+
+// queueAction is an action on a whole queue (pause, resume): a confirmation page
+// (GET) and the POST that performs it.
+type queueAction struct {
+	name     string // its path under /queue/, and its ?done= code
+	label    string
+	question string // with %q for the queue
+	// applies says whether the queue page offers it for a queue whose Stats are st.
+	applies func(st mq.Stats) bool
+	do      func(ctx context.Context, queue string) error
+}
+
+func (h *handler) queueActions() []queueAction {
+	return []queueAction{
+		{name: "pause", label: "Pause",
+			question: "Pause queue %q? Its consumers, in every process, receive none of its messages until it is resumed; producers go on enqueuing, and the batches consumers hold now are settled as usual.",
+			applies:  func(st mq.Stats) bool { return !st.Paused },
+			do:       func(ctx context.Context, queue string) error { return h.queues.Pause(ctx, queue) }},
+		{name: "resume", label: "Resume",
+			question: "Resume queue %q? Its consumers receive its messages again, in their order.",
+			applies:  func(st mq.Stats) bool { return st.Paused },
+			do:       func(ctx context.Context, queue string) error { return h.queues.Resume(ctx, queue) }},
+	}
+}
+
+// queueName reads the queue a queue action names (?name= or the form's name).
+func (a queueAction) queueName(r *http.Request) (string, error) {
+	name := r.FormValue("name")
+	if name == "" {
+		return "", badRequest("%s: no queue name", a.name)
+	}
+	return name, nil
+}
+
+func (h *handler) confirmQueueAction(a queueAction) func(*http.Request) (*view, error) {
+	return func(r *http.Request) (*view, error) {
+		name, err := a.queueName(r)
+		if err != nil {
+			return nil, err
+		}
+		return &view{page: "confirm.html", title: a.label, data: confirmData{
+			Question: fmt.Sprintf(a.question, clip(name, 200)), Action: h.link("/queue/"+a.name, nil),
+			Hidden: map[string]string{"name": name}, Submit: a.label, Back: h.link("/queue", url.Values{"name": {name}})}}, nil
+	}
+}
+
+func (h *handler) doQueueAction(a queueAction) func(*http.Request) (*view, error) {
+	return func(r *http.Request) (*view, error) {
+		if err := parseForm(r, a.name); err != nil {
+			return nil, err
+		}
+		name, err := a.queueName(r)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.do(r.Context(), name); err != nil {
+			return nil, fmt.Errorf("%s queue %q: %w", a.name, clip(name, 200), err)
+		}
+		return &view{redirect: "/queue?" + url.Values{"name": {name}, "done": {a.name}}.Encode()}, nil
 	}
 }

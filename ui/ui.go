@@ -123,6 +123,9 @@ func (h *handler) routes() {
 		for _, a := range h.messageActions() {
 			h.action("/queue/"+a.name, h.confirmMessageAction(a), h.doMessageAction(a))
 		}
+		for _, a := range h.queueActions() {
+			h.action("/queue/"+a.name, h.confirmQueueAction(a), h.doQueueAction(a))
+		}
 	}
 	h.mux.Handle("/", h.page(func(*http.Request) (*view, error) {
 		return nil, &httpError{http.StatusNotFound, "no such page"}

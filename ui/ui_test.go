@@ -101,6 +101,7 @@ func TestUI(t *testing.T) {
 			t.Run("ListingFiltersAndPages", func(t *testing.T) { testListing(t, f) })
 			t.Run("InstancePage", func(t *testing.T) { testInstancePage(t, f) })
 			t.Run("QueuePages", func(t *testing.T) { testQueuePages(t, f) })
+			t.Run("PauseAndResume", func(t *testing.T) { testPauseAndResume(t, f) })
 			t.Run("BadRequests", func(t *testing.T) { testBadRequests(t, f) })
 			t.Run("CrossOriginPostsAreRefused", func(t *testing.T) { testCrossOrigin(t, f) })
 			t.Run("RaiseEvent", func(t *testing.T) { testRaise(t, f) })
@@ -231,6 +232,12 @@ func testCrossOrigin(t *testing.T, f *fixture) {
 	if err != nil || st.State != runtime.StateRunning {
 		t.Fatalf("after forged cancels: %+v, %v; want it still running", st, err)
 	}
+	if code, _, _ := f.post(t, "/queue/pause", url.Values{"name": {"orders"}}, "Sec-Fetch-Site", "cross-site"); code != http.StatusForbidden {
+		t.Errorf("a cross-site pause: %d, want 403", code)
+	}
+	if qst, err := f.p.Queue().Stats(t.Context(), "orders"); err != nil || qst.Paused {
+		t.Fatalf("after a forged pause: %+v, %v; want orders not paused", qst, err)
+	}
 }
 
 func testRaise(t *testing.T, f *fixture) {
@@ -282,6 +289,42 @@ func testRedrive(t *testing.T, f *fixture) {
 	f.page(t, "/queue?name=orders&key=carol", `{&#34;total&#34;:-5}`, deadReason)
 }
 
+// testPauseAndResume pauses the queue orders from its page (its consumers then get
+// nothing) and resumes it; the queue list shows which queues are paused.
+func testPauseAndResume(t *testing.T, f *fixture) {
+	body := f.page(t, "/queue?name=orders", `href="/queue/pause?name=orders">Pause</a>`)
+	if strings.Contains(body, "/queue/resume") || strings.Contains(body, `id="paused"`) {
+		t.Error("a queue that is not paused offers Resume or says it is paused")
+	}
+	f.page(t, "/queue/pause?name=orders", "Pause queue &#34;orders&#34;?", `action="/queue/pause"`, `name="name" value="orders"`)
+	if code, _, body := f.post(t, "/queue/pause", url.Values{}); code != http.StatusBadRequest || !strings.Contains(body, "no queue name") {
+		t.Errorf("a pause without a queue: %d, want 400", code)
+	}
+	code, loc, _ := f.post(t, "/queue/pause", url.Values{"name": {"orders"}})
+	if code != http.StatusSeeOther || loc != "/queue?done=pause&name=orders" {
+		t.Fatalf("pause: %d to %q", code, loc)
+	}
+	body = f.page(t, loc, "Queue paused", `id="paused"`, `href="/queue/resume?name=orders">Resume</a>`)
+	if strings.Contains(body, "/queue/pause") {
+		t.Error("a paused queue offers Pause")
+	}
+	f.page(t, "/queues", `<a href="/queue?name=orders">orders</a> <span class="status paused">paused</span>`)
+	if b, err := f.p.Queue().DequeueBatch(t.Context(), "orders", mq.DequeueOptions{}); b != nil || err != nil {
+		t.Fatalf("the queue paused from the UI delivered %+v, %v", b, err)
+	}
+	f.page(t, "/queue/resume?name=orders", "Resume queue &#34;orders&#34;?")
+	code, loc, _ = f.post(t, "/queue/resume", url.Values{"name": {"orders"}})
+	if code != http.StatusSeeOther || loc != "/queue?done=resume&name=orders" {
+		t.Fatalf("resume: %d to %q", code, loc)
+	}
+	if body := f.page(t, loc, "Queue resumed", "/queue/pause?name=orders"); strings.Contains(body, `id="paused"`) {
+		t.Error("a resumed queue says it is paused")
+	}
+	if st, err := f.p.Queue().Stats(t.Context(), "orders"); err != nil || st.Paused {
+		t.Fatalf("after Resume in the UI: %+v, %v", st, err)
+	}
+}
+
 // testDeleteMessage deletes the start no runtime can run from the orchestrator
 // queue: the instance is gone.
 func testDeleteMessage(t *testing.T, f *fixture) {
@@ -321,10 +364,11 @@ func TestReadOnly(t *testing.T) {
 	if strings.Contains(body, "/instance/cancel") || strings.Contains(body, "/instance/delete") {
 		t.Error("a read-only UI offers actions")
 	}
-	if body := f.page(t, "/queue?name=orders.dead"); strings.Contains(body, "/queue/redrive") || strings.Contains(body, "/queue/delete") {
-		t.Error("a read-only UI offers a redrive or a delete")
+	if body := f.page(t, "/queue?name=orders.dead"); strings.Contains(body, "/queue/redrive") || strings.Contains(body, "/queue/delete") ||
+		strings.Contains(body, "/queue/pause") {
+		t.Error("a read-only UI offers a redrive, a delete or a pause")
 	}
-	for _, path := range []string{"/instance/cancel", "/queue/redrive", "/queue/delete"} {
+	for _, path := range []string{"/instance/cancel", "/queue/redrive", "/queue/delete", "/queue/pause", "/queue/resume"} {
 		if code, _, _ := f.post(t, path, url.Values{"id": {cancelID}, "name": {"orders.dead"}}); code != http.StatusForbidden {
 			t.Errorf("POST %s: %d, want 403", path, code)
 		}

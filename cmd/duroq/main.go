@@ -5,7 +5,7 @@
 //	duroq queue-demo [-db path] [-customers N] [-events N] [-workers N]
 //	duroq export -db <sqlite file | postgres://...> [-instance id]... [-orchestration name]... [-o file] [-batch N] [-quiet]
 //	duroq instances <list|show|history|tree|cancel|raise|enqueue|delete|prune|stats> -db <sqlite file | postgres://...> [-schema name] [-json] ...
-//	duroq queues <list|stats|peek|dead-letters|redrive|purge> -db <sqlite file | postgres://...> [-schema name] [-json] ...
+//	duroq queues <list|stats|peek|dead-letters|redrive|purge|pause|resume> -db <sqlite file | postgres://...> [-schema name] [-json] ...
 //	duroq schedules <list|show|create|pause|resume|delete> -db <sqlite file | postgres://...> [-schema name] [-json] [-queue name] ...
 //	duroq migrate <status|up> -db <sqlite file | postgres://...> [-schema name] [-json] [-check] [-create]
 //	duroq migrate sql -backend sqlite|postgres [-line mq|eventstore]
@@ -39,8 +39,9 @@
 // "orchestrator" and "worker", an application's queues and their dead-letter
 // queues), as mq.Admin allows: list the queues with their counts, count one queue
 // or routing key, peek at messages a page at a time without locking them, show a
-// dead-letter queue's origins and errors, redrive dead letters and purge messages
-// (which -yes must confirm).
+// dead-letter queue's origins and errors, redrive dead letters, purge messages
+// (which -yes must confirm), and pause a queue (its consumers, in every process,
+// receive nothing while producers go on) and resume it.
 //
 // schedules manages the durable schedules (package schedule) that the
 // applications sharing a database fire with their schedule.Scheduler: list them
@@ -60,8 +61,8 @@
 //
 // ui serves the web UI (package ui) of a database on a loopback address: instances
 // with filters and paging, an instance's history, tree, KV and failure, the queues
-// and their dead letters, with cancel, raise, delete and redrive confirmed on their
-// own page (-read-only: none).
+// and their dead letters, with cancel, raise, delete, redrive and the pause and
+// resume of a queue confirmed on their own page (-read-only: none).
 //
 // queue-demo shows per-customer ordered processing on an embedded SQLite queue: a
 // failed event is retried without being overtaken by the customer's later events, a
@@ -126,7 +127,7 @@ commands:
   queue-demo   run per-customer ordered processing on an embedded SQLite queue
   export       write recorded execution histories as JSON for the replayer (runtime/runtimetest)
   instances    list, show, cancel, delete... the instances of a database; see duroq instances help
-  queues       list, peek, redrive, purge... the queued messages of a database; see duroq queues help
+  queues       list, peek, redrive, purge, pause... the queued messages of a database; see duroq queues help
   schedules    list, create, pause, resume, delete the durable schedules of a database; see duroq schedules help
   migrate      show (status), apply (up) or print (sql) duroq's schema migrations; see duroq migrate help
   ui           serve the web UI of a database (instances, histories, queues, dead letters); see duroq ui -h`)

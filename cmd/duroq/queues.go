@@ -20,12 +20,14 @@ import (
 )
 
 var queuesGroup = &commandGroup{name: "queues", subject: "the queue name", commands: []instanceCommand{
-	{"list", "", "list every queue that holds messages (dead-letter queues included) with its counts", 0, noFlags(listQueues)},
+	{"list", "", "list every queue that holds messages (dead-letter queues included) or is paused, with its counts", 0, noFlags(listQueues)},
 	{"stats", "<queue>", "count the messages of a queue (or of one routing key)", 1, queueStatsFlags},
 	{"peek", "<queue>", "show a page of a queue's messages in id order, without locking them", 1, peekFlags(false)},
 	{"dead-letters", "<queue>", "peek at a dead-letter queue: origin, attempts, failure times and last error", 1, peekFlags(true)},
 	{"redrive", "<dead-letter-queue>", "move dead letters back to the queue each came from (or -to another), a page at a time", 1, redriveFlags},
 	{"purge", "<queue>", "delete a queue's messages (or those of a key, or by id), locked or not; needs -yes", 1, purgeFlags},
+	{"pause", "<queue>", "pause a queue in every process: consumers receive none of its messages until resume; producers go on", 1, noFlags(pauseRunner(true))},
+	{"resume", "<queue>", "resume a paused queue: its consumers receive its messages again, in order", 1, noFlags(pauseRunner(false))},
 }}
 
 // queuesCmd runs `duroq queues <subcommand> [flags] [args]`, writing results to
@@ -74,6 +76,7 @@ type queueStatsJSON struct {
 	Locked      int       `json:"locked"`
 	MaxAttempt  int       `json:"max_attempt"`
 	NextVisible time.Time `json:"next_visible,omitzero"`
+	Paused      bool      `json:"paused"`
 }
 
 func queueStatsView(queue, key string, st mq.Stats) queueStatsJSON {
@@ -81,7 +84,7 @@ func queueStatsView(queue, key string, st mq.Stats) queueStatsJSON {
 	if !st.NextVisible.IsZero() {
 		next = st.NextVisible.UTC()
 	}
-	return queueStatsJSON{queue, key, st.Ready, st.Delayed, st.Locked, st.MaxAttempt, next}
+	return queueStatsJSON{queue, key, st.Ready, st.Delayed, st.Locked, st.MaxAttempt, next, st.Paused}
 }
 
 func listQueues(ctx context.Context, s *session, _ []string) error {
@@ -98,9 +101,9 @@ func listQueues(ctx context.Context, s *session, _ []string) error {
 		views[i] = queueStatsView(q.Queue, "", q.Stats)
 	}
 	return s.emit(map[string][]queueStatsJSON{"queues": views}, func(w io.Writer) {
-		fmt.Fprintln(w, "QUEUE\tREADY\tDELAYED\tLOCKED\tMAX ATTEMPT\tNEXT VISIBLE")
+		fmt.Fprintln(w, "QUEUE\tREADY\tDELAYED\tLOCKED\tMAX ATTEMPT\tNEXT VISIBLE\tPAUSED")
 		for _, q := range views {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\n", cell(q.Queue), q.Ready, q.Delayed, q.Locked, q.MaxAttempt, when(q.NextVisible))
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", cell(q.Queue), q.Ready, q.Delayed, q.Locked, q.MaxAttempt, when(q.NextVisible), yesNo(q.Paused))
 		}
 	})
 }
@@ -126,8 +129,8 @@ func queueStatsFlags(fs *flag.FlagSet) runner {
 			if v.Key != "" {
 				fmt.Fprintf(w, "Key:\t%s\n", cell(v.Key))
 			}
-			fmt.Fprintf(w, "Ready:\t%d\nDelayed:\t%d\nLocked:\t%d\nMax attempt:\t%d\nNext visible:\t%s\n",
-				v.Ready, v.Delayed, v.Locked, v.MaxAttempt, when(v.NextVisible))
+			fmt.Fprintf(w, "Ready:\t%d\nDelayed:\t%d\nLocked:\t%d\nMax attempt:\t%d\nNext visible:\t%s\nPaused:\t%s\n",
+				v.Ready, v.Delayed, v.Locked, v.MaxAttempt, when(v.NextVisible), yesNo(v.Paused))
 		})
 	}
 }
@@ -390,6 +393,33 @@ func (s *session) refusePurge(ctx context.Context, queue string, o mq.PurgeOptio
 		note = " (the runtime's " + queue + " queue: the instances whose messages are deleted never get them)"
 	}
 	return usageError(fmt.Sprintf("refusing to delete without -yes: this would delete %s%s; run it again with -yes to delete them", what, note))
+}
+
+// ---- pause, resume ----
+
+// pauseRunner is pause, or with paused false resume: the state is stored with the
+// messages, so it holds for every process of the database until changed.
+func pauseRunner(paused bool) runner {
+	return func(ctx context.Context, s *session, args []string) error {
+		a, err := s.queueAdmin()
+		if err != nil {
+			return err
+		}
+		set := a.Resume
+		if paused {
+			set = a.Pause
+		}
+		if err := set(ctx, args[0]); err != nil {
+			return err
+		}
+		return s.emit(map[string]any{"queue": args[0], "paused": paused}, func(w io.Writer) {
+			if paused {
+				fmt.Fprintf(w, "paused queue %s: its consumers receive none of its messages until it is resumed\n", cell(args[0]))
+			} else {
+				fmt.Fprintf(w, "resumed queue %s\n", cell(args[0]))
+			}
+		})
+	}
 }
 
 // plural is noun, with an s unless n is 1.

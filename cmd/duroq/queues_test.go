@@ -231,8 +231,8 @@ func queuesScenario(t *testing.T, c *qcli, locked int64) {
 	t.Run("list and stats", func(t *testing.T) {
 		c.t = t
 		qs := c.listedQueues()
-		if len(qs) != 2 || !slices.Equal(qs["orders"][:4], []string{"5", "1", "1", "1"}) || len(qs["orders"]) != 5 || qs["orders"][4] == "-" ||
-			!slices.Equal(qs["payments.dead"], []string{"2", "0", "0", "1", "-"}) {
+		if len(qs) != 2 || !slices.Equal(qs["orders"][:4], []string{"5", "1", "1", "1"}) || len(qs["orders"]) != 6 || qs["orders"][4] == "-" ||
+			qs["orders"][5] != "no" || !slices.Equal(qs["payments.dead"], []string{"2", "0", "0", "1", "-", "no"}) {
 			t.Fatalf("list = %q; want orders 5 ready, 1 delayed, 1 locked, max attempt 1, and payments.dead 2 ready", qs)
 		}
 		var l struct{ Queues []queueStatsJSON }
@@ -240,14 +240,14 @@ func queuesScenario(t *testing.T, c *qcli, locked int64) {
 		if len(l.Queues) != 2 || l.Queues[0].Queue != "orders" || l.Queues[0].NextVisible.Before(time.Now().Add(50*time.Minute)) {
 			t.Fatalf("list -json = %+v", l)
 		}
-		if st := c.stats("orders"); st.Ready != 5 || st.Delayed != 1 || st.Locked != 1 || st.MaxAttempt != 1 || st.NextVisible.IsZero() {
+		if st := c.stats("orders"); st.Ready != 5 || st.Delayed != 1 || st.Locked != 1 || st.MaxAttempt != 1 || st.NextVisible.IsZero() || st.Paused {
 			t.Fatalf("stats orders = %+v", st)
 		}
 		if st := c.stats("orders", "-key", "cust-a"); st.Ready != 3 || st.Delayed+st.Locked+st.MaxAttempt != 0 || st.Key != "cust-a" {
 			t.Fatalf("stats orders -key cust-a = %+v", st)
 		}
 		out := c.run("stats", "-key", "cust-b", "orders") // flags before the argument too
-		for _, want := range []string{"Queue:", "orders", "Key:", "cust-b", "Ready:", "1", "Next visible:"} {
+		for _, want := range []string{"Queue:", "orders", "Key:", "cust-b", "Ready:", "1", "Next visible:", "Paused:"} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("stats orders -key cust-b printed:\n%s", out)
 			}
@@ -349,8 +349,8 @@ func queuesScenario(t *testing.T, c *qcli, locked int64) {
 			t.Errorf("a second redrive -json printed %v", moved)
 		}
 		qs := c.listedQueues()
-		if _, ok := qs["payments.dead"]; ok || !slices.Equal(qs["payments"], []string{"1", "0", "0", "0", "-"}) ||
-			!slices.Equal(qs["review"], []string{"1", "0", "0", "0", "-"}) {
+		if _, ok := qs["payments.dead"]; ok || !slices.Equal(qs["payments"], []string{"1", "0", "0", "0", "-", "no"}) ||
+			!slices.Equal(qs["review"], []string{"1", "0", "0", "0", "-", "no"}) {
 			t.Errorf("list after the redrives = %q", qs)
 		}
 		if st := c.stats("payments"); st.Ready != 1 || st.MaxAttempt != 0 {
@@ -441,6 +441,70 @@ func TestQueuesRedrivePageByPage(t *testing.T) {
 	})
 }
 
+// TestQueuesPauseAndResume: pause stops a queue's consumers in every process (here
+// the provider the test holds, which the command does not share: another pool, or
+// another SQLite connection watching the file) while producers go on; list and
+// stats show it, also for a queue without messages; resume wakes a consumer waiting
+// in another process.
+func TestQueuesPauseAndResume(t *testing.T) {
+	onEachBackend(t, func(t *testing.T, p *adapter.Provider, dbArgs []string) {
+		q, ctx := p.Queue(), t.Context()
+		c := &qcli{t: t, db: dbArgs}
+		if out := c.run("pause", "jobs"); out != "paused queue jobs: its consumers receive none of its messages until it is resumed\n" {
+			t.Errorf("pause printed %q", out)
+		}
+		var paused map[string]any
+		c.decode(&paused, "pause", "idle")
+		if paused["queue"] != "idle" || paused["paused"] != true {
+			t.Errorf("pause -json printed %v", paused)
+		}
+		if err := q.Enqueue(ctx, mq.Message{Queue: "jobs", Payload: []byte("j1")}); err != nil {
+			t.Fatalf("Enqueue into a paused queue: %v", err)
+		}
+		if b, err := q.DequeueBatch(ctx, "jobs", mq.DequeueOptions{}); b != nil || err != nil {
+			t.Fatalf("a queue paused by the command delivered %+v, %v", b, err)
+		}
+		qs := c.listedQueues()
+		if !slices.Equal(qs["jobs"], []string{"1", "0", "0", "0", "-", "yes"}) || !slices.Equal(qs["idle"], []string{"0", "0", "0", "0", "-", "yes"}) {
+			t.Errorf("list of the paused queues = %q", qs)
+		}
+		if st := c.stats("jobs"); !st.Paused || st.Ready != 1 {
+			t.Errorf("stats jobs = %+v; want 1 ready, paused", st)
+		}
+		if out := c.run("stats", "jobs"); !strings.Contains(out, "Paused:") || !strings.Contains(out, "yes") {
+			t.Errorf("stats jobs printed:\n%s", out)
+		}
+
+		type polled struct {
+			b   *mq.Batch
+			err error
+		}
+		got := make(chan polled, 1)
+		go func() {
+			b, err := q.DequeueBatch(ctx, "jobs", mq.DequeueOptions{Wait: 30 * time.Second})
+			got <- polled{b, err}
+		}()
+		time.Sleep(200 * time.Millisecond) // let the poll find nothing and wait
+		resumed := time.Now()
+		if out := c.run("resume", "jobs"); out != "resumed queue jobs\n" {
+			t.Errorf("resume printed %q", out)
+		}
+		select {
+		case p := <-got:
+			if p.err != nil || p.b == nil || string(p.b.Messages[0].Payload) != "j1" {
+				t.Fatalf("the waiting consumer got %+v, %v after resume", p.b, p.err)
+			}
+			t.Logf("resume in another process woke the waiting consumer after %v", time.Since(resumed))
+		case <-time.After(5 * time.Second):
+			t.Fatal("resume did not wake the consumer waiting in another process")
+		}
+		c.run("resume", "idle")
+		if qs := c.listedQueues(); qs["idle"] != nil || qs["jobs"][5] != "no" {
+			t.Errorf("list after resume = %q; want jobs not paused and idle gone", qs)
+		}
+	})
+}
+
 // TestQueuesRefusesBadCommandLines: as `duroq instances`, a missing SQLite file is
 // refused (and not created) and usage errors exit 2, bounded, with the usage.
 func TestQueuesRefusesBadCommandLines(t *testing.T) {
@@ -458,6 +522,9 @@ func TestQueuesRefusesBadCommandLines(t *testing.T) {
 			{"redrive", "q", "-db", missing, "-batch", "1001"},
 			{"purge", "q", "-db", missing, "-id", long},
 			{"purge", "q", "-db", missing, "-" + long},
+			{"pause", "-db", missing},
+			{"resume", "", "-db", missing},
+			{"pause", "q", "r", "-db", missing},
 		}
 	})
 }

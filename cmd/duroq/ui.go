@@ -25,7 +25,7 @@ func uiCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on; the UI has no authentication: keep it on loopback or behind a proxy that has")
 	readOnly := fs.Bool("read-only", false, "show only: no cancel, raise, delete or redrive")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: duroq ui -db <sqlite file | postgres://...> [-addr 127.0.0.1:8080] [-read-only]\n\nServes the web UI: instances, their histories and trees, queues and dead letters,\nwith cancel, raise, delete and redrive (confirmed, POST, same-origin only).")
+		fmt.Fprintln(fs.Output(), "usage: duroq ui -db <sqlite file | postgres://...> [-addr 127.0.0.1:8080] [-read-only]\n\nServes the web UI: instances, their histories and trees, queues and dead letters,\nwith cancel, raise, delete, redrive and queue pause/resume (confirmed, POST, same-origin only).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

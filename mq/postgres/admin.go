@@ -425,7 +425,8 @@ func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string)
 	}
 	var row statsRow
 	err = q.exec(ctx, op, func() error {
-		return q.db.GetContext(ctx, &row, `SELECT `+statsColumns("$2")+` FROM mq_messages WHERE `+where, args...)
+		return q.db.GetContext(ctx, &row, `SELECT `+statsColumns("$2")+`, EXISTS (SELECT 1 FROM mq_paused WHERE queue = $1) AS paused
+			FROM mq_messages WHERE `+where, args...)
 	})
 	return row.stats(), err
 }
@@ -449,7 +450,8 @@ var stateConditions = map[mq.MessageState]string{
 	mq.StateDelayed: `visible_at > $4 AND lock_token IS NULL`,
 }
 
-// statsRow is a row of statsColumns (and of the queue's name, for Queues).
+// statsRow is a row of statsColumns and of whether the queue is paused (and of the
+// queue's name, for Queues).
 type statsRow struct {
 	Queue   string        `db:"queue"`
 	Ready   int           `db:"ready"`
@@ -458,10 +460,11 @@ type statsRow struct {
 	Max     int           `db:"max_attempt"`
 	Next    sql.NullInt64 `db:"next_visible"`
 	Oldest  sql.NullInt64 `db:"oldest_ready"`
+	Paused  bool          `db:"paused"`
 }
 
 func (r statsRow) stats() mq.Stats {
-	st := mq.Stats{Ready: r.Ready, Locked: r.Locked, Delayed: r.Delayed, MaxAttempt: r.Max}
+	st := mq.Stats{Ready: r.Ready, Locked: r.Locked, Delayed: r.Delayed, MaxAttempt: r.Max, Paused: r.Paused}
 	if r.Next.Valid {
 		st.NextVisible = fromMicros(r.Next.Int64)
 	}
@@ -471,7 +474,8 @@ func (r statsRow) stats() mq.Stats {
 	return st
 }
 
-// Queues implements mq.Admin: one grouped read of every message.
+// Queues implements mq.Admin: one grouped read of every message, joined with the
+// paused queues.
 func (q *Queue) Queues(ctx context.Context) ([]mq.QueueStats, error) {
 	const op = "queues"
 	if q.closed.Load() {
@@ -480,8 +484,11 @@ func (q *Queue) Queues(ctx context.Context) ([]mq.QueueStats, error) {
 	var rows []statsRow
 	err := q.exec(ctx, op, func() error {
 		rows = nil
-		return q.db.SelectContext(ctx, &rows, `SELECT queue, `+statsColumns("$1")+` FROM mq_messages
-			GROUP BY queue ORDER BY queue`, micros(q.now()))
+		return q.db.SelectContext(ctx, &rows, `SELECT coalesce(s.queue, p.queue) AS queue, coalesce(s.ready, 0) AS ready,
+				coalesce(s.locked, 0) AS locked, coalesce(s.delayed, 0) AS delayed, coalesce(s.max_attempt, 0) AS max_attempt,
+				s.next_visible, s.oldest_ready, p.queue IS NOT NULL AS paused
+			FROM (SELECT queue, `+statsColumns("$1")+` FROM mq_messages GROUP BY queue) s FULL JOIN mq_paused p ON p.queue = s.queue
+			ORDER BY 1`, micros(q.now()))
 	})
 	if err != nil {
 		return nil, err
@@ -491,6 +498,35 @@ func (q *Queue) Queues(ctx context.Context) ([]mq.QueueStats, error) {
 		out[i] = mq.QueueStats{Queue: r.Queue, Stats: r.stats()}
 	}
 	return out, nil
+}
+
+// Pause implements mq.Admin.
+func (q *Queue) Pause(ctx context.Context, queue string) error {
+	const op = "pause"
+	if err := checkQueue(op, queue); err != nil {
+		return err
+	}
+	return q.exec(ctx, op, func() error {
+		_, err := q.db.ExecContext(ctx, `INSERT INTO mq_paused (queue) VALUES ($1) ON CONFLICT DO NOTHING`, queue)
+		return err
+	})
+}
+
+// Resume implements mq.Admin: the waiting long polls are woken after the commit,
+// in this process at once and in the others through NOTIFY (see Notify).
+func (q *Queue) Resume(ctx context.Context, queue string) error {
+	const op = "resume"
+	if err := checkQueue(op, queue); err != nil {
+		return err
+	}
+	err := q.exec(ctx, op, func() error {
+		_, err := q.db.ExecContext(ctx, `DELETE FROM mq_paused WHERE queue = $1`, queue)
+		return err
+	})
+	if err == nil {
+		q.wake(queue)
+	}
+	return err
 }
 
 // Close implements mq.MessageQueue: waiting long polls end with ErrClosed, the LISTEN

@@ -487,7 +487,10 @@ FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
 }
 
 // eligibleFrom renders the FROM and WHERE clauses of the messages a scan may take
-// for opts, but those of the keys and sessions ex excludes.
+// for opts, but those of the keys and sessions ex excludes, and none while the queue
+// is paused. The pause check does not depend on the message: PostgreSQL evaluates
+// it once per statement (an InitPlan, one probe of mq_paused's key) and skips the
+// scan when the queue is paused.
 func eligibleFrom(opts mq.DequeueOptions, ex *exclusions, a *sqlArgs, pq, pnow, powner string) string {
 	var sb strings.Builder
 	sb.WriteString(`FROM mq_messages m
@@ -497,8 +500,9 @@ func eligibleFrom(opts mq.DequeueOptions, ex *exclusions, a *sqlArgs, pq, pnow, 
 	LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session`)
 	}
 	fmt.Fprintf(&sb, `
-	WHERE m.queue = %s AND m.visible_at <= %s
-		AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= %s)`, pq, pnow, pnow)
+	WHERE m.queue = %[1]s AND m.visible_at <= %[2]s
+		AND NOT EXISTS (SELECT 1 FROM mq_paused p WHERE p.queue = %[1]s)
+		AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= %[2]s)`, pq, pnow)
 	for _, cond := range filters(opts, a, pnow, powner) {
 		sb.WriteString("\n\t\tAND " + cond)
 	}

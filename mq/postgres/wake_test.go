@@ -95,6 +95,32 @@ func TestWaitWakesAcrossInstances(t *testing.T) {
 	wantWoken(t, ch, "a2", "Abandon in another instance")
 }
 
+// TestPauseHoldsAcrossInstances: a pause made through one instance stops the
+// consumers of another, and Resume through one wakes a long poll waiting in the
+// other through NOTIFY (no message is due before the poll's 30 s deadline).
+func TestPauseHoldsAcrossInstances(t *testing.T) {
+	waiter, dsn, schema := openSchema(t)
+	admin := openOn(t, dsn, schema)
+	ctx := t.Context()
+	if err := admin.Pause(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waiter.Enqueue(ctx, mq.Message{Queue: "q", Payload: []byte("held back")}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := waiter.DequeueBatch(ctx, "q", mq.DequeueOptions{}); b != nil || err != nil {
+		t.Fatalf("a queue another instance paused delivered %+v, %v", b, err)
+	}
+	if st, err := waiter.Stats(ctx, "q"); err != nil || !st.Paused {
+		t.Fatalf("Stats in the other instance = %+v, %v; want Paused", st, err)
+	}
+	ch := poll(t, waiter, "q", 30*time.Second)
+	if err := admin.Resume(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	wantWoken(t, ch, "held back", "Resume in another instance")
+}
+
 // TestWaitRetakesAClaimThatRolledBack: a long poll whose scan skipped a message
 // another transaction had locked (a consumer claiming it) looks again soon instead
 // of sleeping to its deadline, for when that claim rolls back (its consumer

@@ -213,9 +213,10 @@ const (
 	scanRows    = 4096
 )
 
-// candidatesSQL scans the eligible messages of a queue in eligibility order; cond
-// adds the conditions of the options (see filters), which need the session leases
-// if sessions is set.
+// candidatesSQL scans the eligible messages of a queue in eligibility order, none
+// while the queue is paused; cond adds the conditions of the options (see filters),
+// which need the session leases if sessions is set. The pause check does not
+// depend on the message: SQLite evaluates it once, one probe of mq_paused's key.
 func candidatesSQL(cond string, sessions bool) string {
 	join := ""
 	if sessions {
@@ -227,6 +228,7 @@ func candidatesSQL(cond string, sessions bool) string {
 		LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
 		` + join + `
 		WHERE m.queue = ? AND m.visible_at <= ?
+		  AND NOT EXISTS (SELECT 1 FROM mq_paused p WHERE p.queue = ?)
 		  AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= ?)` + cond + `
 		ORDER BY m.visible_at, m.id LIMIT ?`
 }
@@ -246,7 +248,7 @@ func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts 
 			limit = want * opts.MaxMessages // as many as the batches could take
 		}
 	}
-	scan, err := q.stmts.Query(ctx, tx, candidatesSQL(cond, opts.Session != nil), append(append([]any{queue, now, now}, condArgs...), limit)...)
+	scan, err := q.stmts.Query(ctx, tx, candidatesSQL(cond, opts.Session != nil), append(append([]any{queue, now, queue, now}, condArgs...), limit)...)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,8 @@
 // queues it touched to wake this process's long polls at once. A *Tx method that
 // fails leaves the transaction to be rolled back (SettleTx's *mq.SettleError aside).
 //
-// Queue also implements mq.Admin (Peek, Redrive, Purge). A damaged database file
+// Queue also implements mq.Admin (Peek, Redrive, Purge, Queues, Pause, Resume;
+// a pause is a row of mq_paused, seen by every process). A damaged database file
 // fails with mq.ErrCorrupt.
 //
 // Settings and why:

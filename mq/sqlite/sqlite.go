@@ -736,7 +736,8 @@ func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string)
 	}
 	now := micros(q.now())
 	var row statsRow
-	if err := q.stmts.Get(ctx, q.db, &row, `SELECT `+statsColumns+` FROM mq_messages`+where, append([]any{now, now, now, now, now}, args...)...); err != nil {
+	if err := q.stmts.Get(ctx, q.db, &row, `SELECT `+statsColumns+`, EXISTS (SELECT 1 FROM mq_paused WHERE queue = ?) AS paused FROM mq_messages`+where,
+		append([]any{now, now, now, now, now, queue}, args...)...); err != nil {
 		return mq.Stats{}, wrap(op, err)
 	}
 	return row.stats(), nil
@@ -750,7 +751,8 @@ const statsColumns = `SUM(visible_at <= ?) AS ready,
 	MIN(CASE WHEN visible_at > ? AND lock_token IS NULL THEN visible_at END) AS next_visible,
 	MIN(CASE WHEN visible_at <= ? THEN visible_at END) AS oldest_ready`
 
-// statsRow is a row of statsColumns (and of the queue's name, for Queues).
+// statsRow is a row of statsColumns and of whether the queue is paused (and of the
+// queue's name, for Queues).
 type statsRow struct {
 	Queue   string        `db:"queue"`
 	Ready   sql.NullInt64 `db:"ready"`
@@ -759,10 +761,11 @@ type statsRow struct {
 	Max     sql.NullInt64 `db:"max_attempt"`
 	Next    sql.NullInt64 `db:"next_visible"`
 	Oldest  sql.NullInt64 `db:"oldest_ready"`
+	Paused  bool          `db:"paused"`
 }
 
 func (r statsRow) stats() mq.Stats {
-	s := mq.Stats{Ready: int(r.Ready.Int64), Locked: int(r.Locked.Int64), Delayed: int(r.Delayed.Int64), MaxAttempt: int(r.Max.Int64)}
+	s := mq.Stats{Ready: int(r.Ready.Int64), Locked: int(r.Locked.Int64), Delayed: int(r.Delayed.Int64), MaxAttempt: int(r.Max.Int64), Paused: r.Paused}
 	if r.Next.Valid {
 		s.NextVisible = fromMicros(r.Next.Int64)
 	}
@@ -772,7 +775,8 @@ func (r statsRow) stats() mq.Stats {
 	return s
 }
 
-// Queues implements mq.Admin: one grouped read of every message.
+// Queues implements mq.Admin: one grouped read of every message, joined with the
+// paused queues.
 func (q *Queue) Queues(ctx context.Context) ([]mq.QueueStats, error) {
 	const op = "queues"
 	if q.closed.Load() {
@@ -780,7 +784,10 @@ func (q *Queue) Queues(ctx context.Context) ([]mq.QueueStats, error) {
 	}
 	now := micros(q.now())
 	var rows []statsRow
-	if err := q.db.SelectContext(ctx, &rows, `SELECT queue, `+statsColumns+` FROM mq_messages GROUP BY queue ORDER BY queue`, now, now, now, now, now); err != nil {
+	if err := q.db.SelectContext(ctx, &rows, `SELECT coalesce(s.queue, p.queue) AS queue, s.ready, s.locked, s.delayed, s.max_attempt,
+			s.next_visible, s.oldest_ready, p.queue IS NOT NULL AS paused
+		FROM (SELECT queue, `+statsColumns+` FROM mq_messages GROUP BY queue) s FULL JOIN mq_paused p ON p.queue = s.queue
+		ORDER BY 1`, now, now, now, now, now); err != nil {
 		return nil, wrap(op, err)
 	}
 	out := make([]mq.QueueStats, len(rows))
@@ -788,6 +795,29 @@ func (q *Queue) Queues(ctx context.Context) ([]mq.QueueStats, error) {
 		out[i] = mq.QueueStats{Queue: r.Queue, Stats: r.stats()}
 	}
 	return out, nil
+}
+
+// Pause implements mq.Admin.
+func (q *Queue) Pause(ctx context.Context, queue string) error {
+	return q.pause(ctx, "pause", queue, `INSERT INTO mq_paused (queue) VALUES (?) ON CONFLICT DO NOTHING`, nil)
+}
+
+// Resume implements mq.Admin: the waiting long polls of this process are woken
+// after the commit, those of the others by their watcher (see New).
+func (q *Queue) Resume(ctx context.Context, queue string) error {
+	return q.pause(ctx, "resume", queue, `DELETE FROM mq_paused WHERE queue = ?`, []string{queue})
+}
+
+// pause runs stmt, which pauses or resumes queue, for op, then wakes the long polls
+// of the queues in wake.
+func (q *Queue) pause(ctx context.Context, op, queue, stmt string, wake []string) error {
+	if err := mq.CheckQueue(op, queue); err != nil {
+		return err
+	}
+	return q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+		_, err := q.stmts.Exec(ctx, tx, stmt, queue)
+		return wake, err
+	})
 }
 
 // Close implements mq.MessageQueue. It closes the database only if Open created it,
