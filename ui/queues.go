@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/duroq/duroq/internal/tracectx"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/runtime/provider"
 )
@@ -64,6 +65,7 @@ type messageRow struct {
 	Redrive string // the link redriving this dead letter; "" for others or read-only
 	Delete  string // the link deleting this message; "" when read-only
 	Work    *workItemView
+	TraceID string // the trace of the span that enqueued it ("" = none)
 }
 
 // workItemView is a runtime work item found in a queue of the UI's provider.
@@ -71,6 +73,15 @@ type workItemView struct {
 	Kind, Name, Instance string
 	Link                 string // the instance's page
 	Fields               []provider.EventField
+}
+
+// traceID is the trace id of a W3C traceparent, what a tracing backend searches
+// by; "" when tp is none.
+func traceID(tp string) string {
+	if sc := tracectx.Remote(tp); sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return ""
 }
 
 const queuePageSize = 50
@@ -118,7 +129,7 @@ func (h *handler) queue(r *http.Request) (*view, error) {
 	}
 	now := h.o.Now()
 	for _, m := range msgs {
-		row := messageRow{MessageInfo: m, State: "ready"}
+		row := messageRow{MessageInfo: m, State: "ready", TraceID: traceID(m.TraceParent)}
 		if !h.o.ReadOnly {
 			row.Delete = h.link("/queue/delete", url.Values{"name": {d.Name}, "id": {strconv.FormatInt(m.ID, 10)}})
 		}

@@ -452,4 +452,10 @@ func TestQueueOnlyUI(t *testing.T) {
 	if body := f.page(t, "/queue?name=long", "aaaa… (4097 bytes in all)"); strings.Contains(body, "bytes of binary") {
 		t.Error("a UTF-8 payload cut inside a rune is shown as binary")
 	}
+	// A message enqueued under a span shows its trace id, what a tracing backend finds it by.
+	traced := mq.Message{Queue: "traced", Payload: []byte("x"), TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	if err := p.Queue().Enqueue(t.Context(), traced); err != nil {
+		t.Fatal(err)
+	}
+	f.page(t, "/queue?name=traced", "trace 0af7651916cd43dd8448eb211c80319c")
 }
