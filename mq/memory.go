@@ -176,31 +176,18 @@ func (s *Memory) enqueue(tx *txn.MemoryTx, op string, msgs []Message) error {
 // remember records the DedupIDs of msgs in tx and returns the messages to store:
 // those without a DedupID, or whose DedupID no queue remembers at now.
 func (s *Memory) remember(tx *txn.MemoryTx, msgs []Message, now time.Time) []Message {
-	var out []Message
-	for i, m := range msgs {
+	return keep(msgs, func(m *Message) bool {
 		if m.DedupID == "" {
-			if out != nil {
-				out = append(out, m)
-			}
-			continue
+			return true
 		}
 		q := s.queue(tx, m.Queue)
 		if until, ok := q.dedup[m.DedupID]; ok && until.After(now) {
-			if out == nil {
-				out = append(make([]Message, 0, len(msgs)), msgs[:i]...)
-			}
-			continue // a duplicate: accepted, not stored
+			return false // a duplicate: accepted, not stored
 		}
 		put(tx, q.dedup, m.DedupID, m.DedupUntil(now))
 		q.sweep(tx, now)
-		if out != nil {
-			out = append(out, m)
-		}
-	}
-	if out == nil {
-		return msgs
-	}
-	return out
+		return true
+	})
 }
 
 // sweep forgets q's expired DedupIDs each time their number doubled since the last

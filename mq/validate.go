@@ -74,27 +74,35 @@ func CheckMessages(op string, msgs []Message) error {
 func Deduplicated(msgs []Message) []Message {
 	type qd struct{ queue, id string }
 	var seen map[qd]bool
-	var out []Message
-	for i, m := range msgs {
+	return keep(msgs, func(m *Message) bool {
 		if m.DedupID == "" {
-			if out != nil {
-				out = append(out, m)
-			}
-			continue
+			return true
 		}
 		k := qd{m.Queue, m.DedupID}
 		if seen[k] {
-			if out == nil {
-				out = append(make([]Message, 0, len(msgs)), msgs[:i]...)
-			}
-			continue
+			return false
 		}
 		if seen == nil {
 			seen = map[qd]bool{}
 		}
 		seen[k] = true
-		if out != nil {
-			out = append(out, m)
+		return true
+	})
+}
+
+// keep returns the messages of msgs that ok accepts, in order; ok is called once
+// per message, in order. It copies msgs only once ok refuses one: when ok accepts
+// them all, it returns msgs itself.
+func keep(msgs []Message, ok func(m *Message) bool) []Message {
+	var out []Message
+	for i := range msgs {
+		switch {
+		case ok(&msgs[i]):
+			if out != nil {
+				out = append(out, msgs[i])
+			}
+		case out == nil:
+			out = append(make([]Message, 0, len(msgs)), msgs[:i]...)
 		}
 	}
 	if out == nil {
