@@ -185,7 +185,11 @@ func (p *Provider) orchMessage(item *provider.WorkItem, delay time.Duration) (mq
 	if target == "" {
 		return mq.Message{}, fmt.Errorf("%w: %s work item names no instance", provider.ErrInvalid, item.Kind)
 	}
-	return mq.Message{Queue: p.orchQ, RoutingKey: target, Payload: payload, Delay: max(delay, 0)}, nil
+	m := mq.Message{Queue: p.orchQ, RoutingKey: target, Payload: payload, Delay: max(delay, 0)}
+	if item.Kind == provider.WorkStartOrchestration {
+		m.LimitGroup = startGroup
+	}
+	return m, nil
 }
 
 func (p *Provider) workMessage(item *provider.WorkItem) (mq.Message, error) {
@@ -197,7 +201,7 @@ func (p *Provider) workMessage(item *provider.WorkItem) (mq.Message, error) {
 		return mq.Message{}, err
 	}
 	return mq.Message{Queue: p.workQ, Payload: payload, Tag: item.Tag, Session: item.SessionID,
-		Key: workKey(item.Instance, item.ExecutionID, item.ID)}, nil
+		Key: workKey(item.Instance, item.ExecutionID, item.ID), LimitGroup: activityGroup(item.Name)}, nil
 }
 
 func toStored(events []provider.Event) ([]eventstore.Event, error) {

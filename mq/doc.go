@@ -49,6 +49,9 @@
 //     clock, so an injected clock controls them all.
 //   - A paused queue (Admin.Pause) MUST deliver nothing until Resume, which MUST wake
 //     its waiting long polls; its producers, and the holders of its batches, go on.
+//   - Under a Limit (Admin.SetLimit), a dequeue MUST count against the limits of the
+//     queue and of the first message's group in the same atomic step as its lock,
+//     so that the processes sharing the storage never exceed them together.
 //   - Bad input MUST be rejected before anything is written, with an error that names
 //     the operation and matches ErrInvalid, ErrPayloadTooLarge or ErrDuplicateKey; a
 //     closed queue MUST answer ErrClosed. No input may cause a panic.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duroq/duroq/internal/limits"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/txn"
 	"github.com/google/uuid"
@@ -40,7 +41,11 @@ type Memory struct {
 	queues map[string]*memQueue
 	locks  map[string]*memLock // by token
 	paused map[string]bool     // the paused queues (Pause)
+	limits map[limitID]limits.Rule
 }
+
+// limitID names a limit: a queue's own (group "") or one of its groups'.
+type limitID struct{ queue, group string }
 
 type memQueue struct {
 	msgs     map[int64]*memMsg
@@ -105,7 +110,8 @@ func NewMemory(o MemoryOptions) *Memory {
 	if o.Database == nil {
 		o.Database = txn.NewMemoryDatabase()
 	}
-	return &Memory{domain: o.Database, now: o.Now, queues: map[string]*memQueue{}, locks: map[string]*memLock{}, paused: map[string]bool{}}
+	return &Memory{domain: o.Database, now: o.Now, queues: map[string]*memQueue{}, locks: map[string]*memLock{}, paused: map[string]bool{},
+		limits: map[limitID]limits.Rule{}}
 }
 
 // run runs fn in a transaction of the queue's own; fn's writes roll back if it fails.
@@ -276,9 +282,23 @@ func (s *Memory) DequeueTx(tx *txn.MemoryTx, queue string, opts DequeueOptions) 
 		return nil, time.Time{}, nil // a paused queue's poll waits for Resume's wake-up
 	}
 	now := s.now()
-	first, next := q.scan(now, opts)
+	budget := s.budget(queue, now)
+	if budget != nil && budget.Closed() {
+		return nil, budget.Refill(), nil
+	}
+	var blocked []string
+	if budget != nil {
+		blocked = budget.Blocked()
+	}
+	first, next := q.scan(now, opts, blocked)
 	if first == nil {
+		if budget != nil {
+			next = limits.Earliest(next, budget.Refill())
+		}
 		return nil, next, nil
+	}
+	if budget != nil {
+		opts.MaxMessages = min(opts.MaxMessages, budget.MaxMessages(first.m.LimitGroup))
 	}
 	batch := []*memMsg{first}
 	if rk := first.m.RoutingKey; rk != "" {
@@ -305,7 +325,7 @@ func (s *Memory) DequeueTx(tx *txn.MemoryTx, queue string, opts DequeueOptions) 
 		m.attempts++
 		lk.ids = append(lk.ids, m.id)
 		out.Messages = append(out.Messages, Delivery{ID: m.id, Payload: append([]byte{}, m.payload...), Attempt: m.attempts,
-			EnqueuedAt: m.enqueuedAt, Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, TraceParent: m.m.TraceParent})
+			EnqueuedAt: m.enqueuedAt, Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, TraceParent: m.m.TraceParent, LimitGroup: m.m.LimitGroup})
 	}
 	if rk := first.m.RoutingKey; rk != "" {
 		k := q.key(tx, rk)
@@ -322,7 +342,45 @@ func (s *Memory) DequeueTx(tx *txn.MemoryTx, queue string, opts DequeueOptions) 
 		sess.owner, sess.lockedUntil, sess.lastActivity = opts.Session.Owner, now.Add(opts.Session.LeaseTimeout), now
 	}
 	put(tx, s.locks, token, lk)
+	if budget != nil {
+		budget.Took(LimitGroups(out))
+		for _, r := range budget.Spent() {
+			put(tx, s.limits, limitID{queue, r.Group}, r)
+		}
+	}
 	return out, time.Time{}, nil
+}
+
+// budget returns what a dequeue of queue may take at now under its limits (nil if
+// it has none).
+func (s *Memory) budget(queue string, now time.Time) *limits.Budget {
+	var rules []limits.Rule
+	for id, r := range s.limits {
+		if id.queue == queue {
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) == 0 {
+		return nil
+	}
+	return limits.New(now, rules, s.held(queue, now))
+}
+
+// held lists the messages of queue under a live lock.
+func (s *Memory) held(queue string, now time.Time) []limits.Held {
+	q := s.queues[queue]
+	var held []limits.Held
+	for token, lk := range s.locks {
+		if lk.queue != queue || !lk.lockedUntil.After(now) || q == nil {
+			continue
+		}
+		for _, id := range lk.ids {
+			if m := q.msgs[id]; m != nil {
+				held = append(held, limits.Held{Token: token, Group: m.m.LimitGroup})
+			}
+		}
+	}
+	return held
 }
 
 // eligible reports whether the visible message m may be handed out under opts.
@@ -954,6 +1012,52 @@ func (s *Memory) Resume(ctx context.Context, queue string) error {
 	})
 }
 
+// SetLimit implements Admin.
+func (s *Memory) SetLimit(ctx context.Context, queue, group string, l Limit) error {
+	const op = "set limit"
+	if err := CheckLimit(op, queue, group, l); err != nil {
+		return err
+	}
+	return s.run(ctx, op, func(tx *txn.MemoryTx) error {
+		if err := s.open(op); err != nil {
+			return err
+		}
+		id := limitID{queue, group}
+		if l == (Limit{}) {
+			del(tx, s.limits, id)
+		} else {
+			put(tx, s.limits, id, limits.Rule{Group: group, MaxInFlight: l.MaxInFlight, Rate: l.Rate, Per: l.Per,
+				Tokens: float64(l.Rate), Refilled: s.now()})
+		}
+		tx.AfterCommit(func() { s.hub.Notify(queue) }) // a raised limit may admit waiting messages
+		return nil
+	})
+}
+
+// Limits implements Admin.
+func (s *Memory) Limits(ctx context.Context, queue string) (out []LimitInfo, err error) {
+	const op = "list limits"
+	if err := CheckQueue(op, queue); err != nil {
+		return nil, err
+	}
+	err = s.run(ctx, op, func(tx *txn.MemoryTx) error {
+		if err := s.open(op); err != nil {
+			return err
+		}
+		now := s.now()
+		b := s.budget(queue, now)
+		for id, r := range s.limits {
+			if id.queue == queue {
+				out = append(out, LimitInfo{Group: r.Group, Limit: Limit{MaxInFlight: r.MaxInFlight, Rate: r.Rate, Per: r.Per},
+					InFlight: b.InFlight(r.Group)})
+			}
+		}
+		slices.SortFunc(out, func(a, b LimitInfo) int { return strings.Compare(a.Group, b.Group) })
+		return nil
+	})
+	return out, err
+}
+
 func count(msgs map[int64]*memMsg, now time.Time) (st Stats) {
 	for _, m := range msgs {
 		st.MaxAttempt = max(st.MaxAttempt, m.attempts)
@@ -1015,7 +1119,7 @@ func mutate[T any](tx *txn.MemoryTx, p *T) {
 
 // scan finds the first eligible message in (visibleAt, id) order. When there is none
 // it returns the next time a message becomes visible (zero if none will).
-func (q *memQueue) scan(now time.Time, opts DequeueOptions) (first *memMsg, next time.Time) {
+func (q *memQueue) scan(now time.Time, opts DequeueOptions, blocked []string) (first *memMsg, next time.Time) {
 	var passed []readyEntry
 	seen := map[int64]bool{}
 	for q.ready.Len() > 0 {
@@ -1032,7 +1136,7 @@ func (q *memQueue) scan(now time.Time, opts DequeueOptions) (first *memMsg, next
 		heap.Pop(&q.ready)
 		passed = append(passed, e)
 		seen[e.id] = true
-		if q.eligible(m, now, opts) {
+		if q.eligible(m, now, opts) && !slices.Contains(blocked, m.m.LimitGroup) {
 			first = m
 			break
 		}
@@ -1143,7 +1247,7 @@ func (m *memMsg) locked(now time.Time) bool { return m.token != "" && m.lockedUn
 func (m *memMsg) info(now time.Time) MessageInfo {
 	return MessageInfo{ID: m.id, Queue: m.m.Queue, RoutingKey: m.m.RoutingKey, Payload: append([]byte{}, m.payload...),
 		Attempt: m.attempts, EnqueuedAt: m.enqueuedAt, VisibleAt: m.visibleAt, Locked: m.locked(now),
-		Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, TraceParent: m.m.TraceParent, LastError: m.lastError,
+		Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, TraceParent: m.m.TraceParent, LimitGroup: m.m.LimitGroup, LastError: m.lastError,
 		FirstFailedAt: m.firstFailedAt, LastFailedAt: m.lastFailedAt, OriginQueue: m.originQueue, DeadLetteredAt: m.deadAt}
 }
 

@@ -73,6 +73,12 @@ type Message struct {
 	// Consumer with a TracerProvider continues that trace. Empty means the span in
 	// the context of Enqueue (or Settle), if any; at most 256 bytes.
 	TraceParent string
+	// LimitGroup puts the message under the limit set for this group of its queue
+	// (see Limit and Admin.SetLimit), besides the queue's own limit. A batch is
+	// admitted by the group of its first message and counts against the group of
+	// each of its messages: give the messages of one routing key one group. Empty
+	// means none; a group without a limit limits nothing.
+	LimitGroup string
 }
 
 // Delivery is one message of a Batch.
@@ -87,6 +93,8 @@ type Delivery struct {
 	// TraceParent is the span that produced the message ("" = none; see
 	// Message.TraceParent).
 	TraceParent string
+	// LimitGroup is Message.LimitGroup as enqueued ("" = none).
+	LimitGroup string
 }
 
 // Batch is what DequeueBatch hands to one consumer: the messages it now owns under
@@ -277,6 +285,8 @@ type MessageInfo struct {
 	Key        string    // the message key; "" = none
 	// TraceParent is the span that produced it ("" = none; see Message.TraceParent).
 	TraceParent string
+	// LimitGroup is Message.LimitGroup as enqueued ("" = none).
+	LimitGroup string
 	// LastError is the Reason of its last failed attempt ("" if none or none given).
 	LastError string
 	// FirstFailedAt is the time of its first failed attempt (zero if it never
@@ -369,6 +379,11 @@ type MessageQueue interface {
 	// A keyed batch holds at most opts.MaxMessages messages and opts.MaxBytes payload
 	// bytes (the key's oldest eligible messages, at least one); the key's other
 	// messages wait behind it.
+	//
+	// Under a Limit (see Admin.SetLimit), a message is eligible only while its
+	// queue's limit and its group's admit another batch, and a keyed batch takes
+	// no more messages than the rates leave; the check and the count are one
+	// atomic step with the lock, across every process of the storage.
 	//
 	// Every message in the batch has its attempt count incremented. It returns
 	// (nil, nil) when nothing is eligible within opts.Wait.
@@ -492,6 +507,14 @@ type Admin interface {
 	// queue, in this process at once, and in the others as an Enqueue of theirs
 	// would wake them.
 	Resume(ctx context.Context, queue string) error
+	// SetLimit sets the limit of queue (group "") or of one of its limit groups
+	// (see Message.LimitGroup), for every consumer of the backend's storage; the
+	// zero Limit removes it. Setting a rate fills its bucket. A durable backend
+	// MUST keep limits across a restart. Invalid input is ErrInvalid (CheckLimit).
+	SetLimit(ctx context.Context, queue, group string, l Limit) error
+	// Limits lists the limits of queue, the queue's own first then by group name,
+	// each with the batches it holds in flight now.
+	Limits(ctx context.Context, queue string) ([]LimitInfo, error)
 }
 
 // QueueStats is one queue's counts, as Admin.Queues lists them.

@@ -26,7 +26,7 @@ func CheckMessages(op string, msgs []Message) error {
 			return err
 		}
 		for _, f := range []struct{ name, value string }{
-			{"RoutingKey", m.RoutingKey}, {"Tag", m.Tag}, {"Session", m.Session}, {"Key", m.Key},
+			{"RoutingKey", m.RoutingKey}, {"Tag", m.Tag}, {"Session", m.Session}, {"Key", m.Key}, {"LimitGroup", m.LimitGroup},
 		} {
 			if err := checkName(op, field(f.name), f.value, false); err != nil {
 				return err

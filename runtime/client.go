@@ -106,6 +106,52 @@ var ErrInstanceExists = provider.ErrInstanceExists
 // cannot apply atomically (it does not implement provider.InstanceStarter).
 var ErrStartPolicyUnsupported = errors.New("runtime: the provider cannot apply this start policy")
 
+// Limit bounds activities of one name, or orchestration starts, across every
+// process sharing the provider's storage (see Client.SetActivityLimit).
+type Limit = provider.Limit
+
+// ErrLimitsUnsupported is the error of a limit the provider cannot enforce (it
+// does not implement provider.Limiter).
+var ErrLimitsUnsupported = errors.New("runtime: the provider cannot enforce limits")
+
+// SetActivityLimit bounds the activities named name, in every process that shares
+// the provider's storage: at most l.MaxInFlight execute at once and at most l.Rate
+// begin per l.Per; the zero Limit removes the limit. The activities held back wait
+// in the worker queue without holding a worker, so other activities run
+// meanwhile. The limit is stored with the provider: it holds across restarts
+// until it is changed.
+func (c *Client) SetActivityLimit(ctx context.Context, name string, l Limit) error {
+	const op = "set activity limit"
+	if name == "" {
+		return fmt.Errorf("%s: %w: empty activity name", op, provider.ErrInvalid)
+	}
+	lim, ok := c.p.(provider.Limiter)
+	if !ok {
+		return fmt.Errorf("%s %s: %w (%T)", op, clip(name, 256), ErrLimitsUnsupported, c.p)
+	}
+	if err := lim.SetActivityLimit(ctx, name, l); err != nil {
+		return fmt.Errorf("%s %s: %w", op, clip(name, 256), err)
+	}
+	return nil
+}
+
+// SetStartLimit bounds orchestration starts (sub-orchestrations included), in every
+// process that shares the provider's storage: at most l.MaxInFlight first turns run
+// at once and at most l.Rate starts are taken per l.Per; the zero Limit removes the
+// limit. Starts held back wait, in order, in the orchestrator queue; the turns of
+// running instances are not limited.
+func (c *Client) SetStartLimit(ctx context.Context, l Limit) error {
+	const op = "set start limit"
+	lim, ok := c.p.(provider.Limiter)
+	if !ok {
+		return fmt.Errorf("%s: %w (%T)", op, ErrLimitsUnsupported, c.p)
+	}
+	if err := lim.SetStartLimit(ctx, l); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
 // StartOptions tune StartOrchestrationWith. The zero value starts at the version
 // the registry's policy picks, and a start of an instance that exists changes
 // nothing.

@@ -28,6 +28,8 @@ var queuesGroup = &commandGroup{name: "queues", subject: "the queue name", comma
 	{"purge", "<queue>", "delete a queue's messages (or those of a key, or by id), locked or not; needs -yes", 1, purgeFlags},
 	{"pause", "<queue>", "pause a queue in every process: consumers receive none of its messages until resume; producers go on", 1, noFlags(pauseRunner(true))},
 	{"resume", "<queue>", "resume a paused queue: its consumers receive its messages again, in order", 1, noFlags(pauseRunner(false))},
+	{"limit", "<queue>", "bound a queue (or a -group of it) in every process: -max-in-flight batches at once, -rate messages -per interval; -remove lifts it", 1, limitFlags},
+	{"limits", "<queue>", "list a queue's limits with the batches each holds in flight", 1, noFlags(listLimits)},
 }}
 
 // queuesCmd runs `duroq queues <subcommand> [flags] [args]`, writing results to
@@ -420,6 +422,118 @@ func pauseRunner(paused bool) runner {
 			}
 		})
 	}
+}
+
+// ---- limit, limits ----
+
+// limitJSON is a limit as limit and limits print it with -json.
+type limitJSON struct {
+	Queue       string `json:"queue"`
+	Group       string `json:"group,omitempty"`
+	MaxInFlight int    `json:"max_in_flight,omitempty"`
+	Rate        int    `json:"rate,omitempty"`
+	Per         string `json:"per,omitempty"`
+	InFlight    *int   `json:"in_flight,omitempty"`
+}
+
+func limitView(queue string, li mq.LimitInfo, inFlight bool) limitJSON {
+	v := limitJSON{Queue: queue, Group: li.Group, MaxInFlight: li.MaxInFlight, Rate: li.Rate}
+	if li.Per > 0 {
+		v.Per = li.Per.String()
+	}
+	if inFlight {
+		v.InFlight = &li.InFlight
+	}
+	return v
+}
+
+// describe says what the limit allows, in words.
+func (v limitJSON) describe() string {
+	var parts []string
+	if v.MaxInFlight > 0 {
+		batches := "batches"
+		if v.MaxInFlight == 1 {
+			batches = "batch"
+		}
+		parts = append(parts, fmt.Sprintf("at most %d %s in flight", v.MaxInFlight, batches))
+	}
+	if v.Rate > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s per %s", v.Rate, plural(v.Rate, "message"), v.Per))
+	}
+	if len(parts) == 0 {
+		return "no limit"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (v limitJSON) subject() string {
+	if v.Group == "" {
+		return "queue " + cell(v.Queue)
+	}
+	return "group " + cell(v.Group) + " of queue " + cell(v.Queue)
+}
+
+func limitFlags(fs *flag.FlagSet) runner {
+	var (
+		group string
+		l     mq.Limit
+	)
+	fs.StringVar(&group, "group", "", "limit this limit group (Message.LimitGroup) instead of the whole queue")
+	fs.IntVar(&l.MaxInFlight, "max-in-flight", 0, "the most batches held at once (0: no bound)")
+	fs.IntVar(&l.Rate, "rate", 0, "the most messages delivered per -per (0: no bound)")
+	fs.DurationVar(&l.Per, "per", 0, "the interval of -rate, e.g. 1s or 1m")
+	remove := fs.Bool("remove", false, "remove the limit")
+	return func(ctx context.Context, s *session, args []string) error {
+		if *remove != (l == mq.Limit{}) {
+			return usageError("give -max-in-flight and/or -rate with -per, or -remove alone")
+		}
+		a, err := s.queueAdmin()
+		if err != nil {
+			return err
+		}
+		if err := a.SetLimit(ctx, args[0], group, l); err != nil {
+			return err
+		}
+		v := limitView(args[0], mq.LimitInfo{Group: group, Limit: l}, false)
+		return s.emit(v, func(w io.Writer) {
+			if *remove {
+				fmt.Fprintf(w, "removed the limit of %s\n", v.subject())
+			} else {
+				fmt.Fprintf(w, "limited %s in every process: %s\n", v.subject(), v.describe())
+			}
+		})
+	}
+}
+
+func listLimits(ctx context.Context, s *session, args []string) error {
+	a, err := s.queueAdmin()
+	if err != nil {
+		return err
+	}
+	ls, err := a.Limits(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	views := make([]limitJSON, len(ls))
+	for i, li := range ls {
+		views[i] = limitView(args[0], li, true)
+	}
+	return s.emit(map[string][]limitJSON{"limits": views}, func(w io.Writer) {
+		fmt.Fprintln(w, "GROUP\tMAX IN FLIGHT\tIN FLIGHT\tRATE")
+		for _, v := range views {
+			group, most, rate := "(queue)", "-", "-"
+			if v.Group != "" {
+				group = cell(v.Group)
+			}
+			if v.MaxInFlight > 0 {
+				most = strconv.Itoa(v.MaxInFlight)
+			}
+			if v.Rate > 0 {
+				rate = fmt.Sprintf("%d per %s", v.Rate, v.Per)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", group, most, *v.InFlight, rate)
+		}
+	})
 }
 
 // plural is noun, with an s unless n is 1.

@@ -561,3 +561,51 @@ func refusesBadCommandLines(t *testing.T, group string, cmd func(args []string, 
 		}
 	}
 }
+
+// TestQueuesLimit: limit bounds a queue and a group of it for every process (here
+// the provider the test holds), limits lists them with what each holds in flight,
+// -remove lifts them, and bad flags are usage errors.
+func TestQueuesLimit(t *testing.T) {
+	onEachBackend(t, func(t *testing.T, p *adapter.Provider, dbArgs []string) {
+		q, ctx := p.Queue(), t.Context()
+		c := &qcli{t: t, db: dbArgs}
+		if out := c.run("limit", "mail", "-max-in-flight", "2"); out != "limited queue mail in every process: at most 2 batches in flight\n" {
+			t.Errorf("limit printed %q", out)
+		}
+		var set limitJSON
+		c.decode(&set, "limit", "mail", "-group", "acme", "-rate", "100", "-per", "1m")
+		if set.Group != "acme" || set.Rate != 100 || set.Per != "1m0s" {
+			t.Errorf("limit -json printed %+v", set)
+		}
+		for _, m := range []string{"m1", "m2", "m3"} {
+			if err := q.Enqueue(ctx, mq.Message{Queue: "mail", LimitGroup: "acme", Payload: []byte(m)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bs, err := q.DequeueBatches(ctx, "mail", mq.DequeueOptions{}, 10)
+		if err != nil || len(bs) != 2 {
+			t.Fatalf("DequeueBatches under the limit set by the command = %d batches, %v; want 2", len(bs), err)
+		}
+		out := c.run("limits", "mail")
+		var rows []string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+			rows = append(rows, strings.Join(strings.Fields(line), " "))
+		}
+		if want := []string{"(queue) 2 2 -", "acme - 2 100 per 1m0s"}; !slices.Equal(rows, want) {
+			t.Errorf("limits printed:\n%s\nwant the rows %q", out, want)
+		}
+		if out := c.run("limit", "mail", "-remove"); out != "removed the limit of queue mail\n" {
+			t.Errorf("limit -remove printed %q", out)
+		}
+		var listed map[string][]limitJSON
+		c.decode(&listed, "limits", "mail")
+		if ls := listed["limits"]; len(ls) != 1 || ls[0].Group != "acme" || ls[0].InFlight == nil || *ls[0].InFlight != 2 {
+			t.Errorf("limits -json after removing the queue's = %+v", listed)
+		}
+		for _, args := range [][]string{{"limit", "mail"}, {"limit", "mail", "-remove", "-max-in-flight", "1"}, {"limit", "mail", "-rate", "5"}} {
+			if _, _, err := c.try(args...); err == nil {
+				t.Errorf("%q succeeded", args)
+			}
+		}
+	})
+}

@@ -11,7 +11,7 @@ const module = "github.com/duroq/duroq"
 // allowed lists, per package, the non-standard imports it may have (by prefix).
 var allowed = map[string][]string{
 	"txn": {},
-	"mq": {"txn", "internal/wake", "internal/tracectx", "github.com/google/uuid", // and OpenTelemetry's API, never its SDK:
+	"mq": {"txn", "internal/wake", "internal/tracectx", "internal/limits", "github.com/google/uuid", // and OpenTelemetry's API, never its SDK:
 		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes"},
 	"eventstore": {"txn"},
 	"runtime": {"runtime/provider", "internal/tracectx", // OpenTelemetry's API only, never its SDK:
@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"eventstore/sqlstore":                {"eventstore", "txn", "internal/sqltext", "internal/sqltx", "github.com/jmoiron/sqlx"},
 	"internal/estest":                    {"eventstore", "internal/migrate", "internal/sqltx", "github.com/jmoiron/sqlx"},
 	"internal/fill":                      {"eventstore", "txn", "runtime/provider", "runtime"},
-	"internal/mqsql":                     {"mq", "txn", "internal/sqltx", "github.com/jmoiron/sqlx"},
+	"internal/mqsql":                     {"mq", "txn", "internal/sqltx", "internal/limits", "github.com/jmoiron/sqlx"},
 	"internal/mqtest":                    {"mq", "internal/sqltx", "github.com/jmoiron/sqlx"},
 	"internal/sqltx":                     {"txn", "github.com/jmoiron/sqlx"},
 	"internal/sqliteconn":                {"txn", "internal/sqltx", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3", "github.com/fsnotify/fsnotify"},
@@ -41,6 +41,7 @@ var allowed = map[string][]string{
 	"internal/migrate":                   {},
 	"internal/sqltext":                   {},
 	"internal/wake":                      {},
+	"internal/limits":                    {},
 	"internal/tracectx":                  {"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/propagation"},
 	"internal/layering":                  {},
 	"internal/sqliteconn/sqliteconntest": {"github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},

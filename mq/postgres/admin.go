@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/duroq/duroq/internal/mqsql"
 	"github.com/duroq/duroq/mq"
 	"github.com/jmoiron/sqlx"
 )
@@ -576,6 +577,7 @@ func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]
 		Session        sql.NullString `db:"session"`
 		Key            sql.NullString `db:"message_key"`
 		TraceParent    sql.NullString `db:"trace_parent"`
+		LimitGroup     sql.NullString `db:"limit_group"`
 		LastError      sql.NullString `db:"last_error"`
 		FirstFailedAt  sql.NullInt64  `db:"first_failed_at"`
 		LastFailedAt   sql.NullInt64  `db:"last_failed_at"`
@@ -585,7 +587,7 @@ func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]
 	err = q.exec(ctx, op, func() error {
 		rows = rows[:0]
 		return sqlx.SelectContext(ctx, q.db, &rows, `SELECT id, routing_key, payload, attempts, enqueued_at, visible_at,
-				lock_token IS NOT NULL AND locked_until > $4 AS locked, tag, session, message_key, trace_parent,
+				lock_token IS NOT NULL AND locked_until > $4 AS locked, tag, session, message_key, trace_parent, limit_group,
 				last_error, first_failed_at, last_failed_at, origin_queue, dead_lettered_at
 			FROM mq_messages WHERE `+where+` ORDER BY id LIMIT $3`, args...)
 	})
@@ -599,7 +601,8 @@ func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]
 		}
 		infos[i] = mq.MessageInfo{ID: r.ID, Queue: queue, RoutingKey: r.RoutingKey.String, Payload: r.Payload,
 			Attempt: r.Attempts, EnqueuedAt: fromMicros(r.EnqueuedAt), VisibleAt: fromMicros(r.VisibleAt), Locked: r.Locked,
-			Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.TraceParent.String, LastError: r.LastError.String,
+			Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.TraceParent.String, LimitGroup: r.LimitGroup.String,
+			LastError:     r.LastError.String,
 			FirstFailedAt: optMicros(r.FirstFailedAt), LastFailedAt: optMicros(r.LastFailedAt),
 			OriginQueue: r.OriginQueue.String, DeadLetteredAt: optMicros(r.DeadLetteredAt)}
 	}
@@ -759,4 +762,52 @@ func (q *Queue) redrive(ctx context.Context, tx *sqlx.Tx, dlq, to, match string,
 		SELECT queue, count(*) AS n FROM moved GROUP BY queue`,
 		match, p+1, p+2, p+3), append(args, routing, nullable(to), micros(q.now()))...)
 	return moved, moveRace(err)
+}
+
+// SetLimit implements mq.Admin. The waiting long polls of queue are woken after the
+// commit, in every process: a raised limit may admit their messages.
+func (q *Queue) SetLimit(ctx context.Context, queue, group string, l mq.Limit) error {
+	const op = "set limit"
+	if err := mq.CheckLimit(op, queue, group, l); err != nil {
+		return err
+	}
+	err := q.exec(ctx, op, func() error {
+		if l == (mq.Limit{}) {
+			_, err := q.db.ExecContext(ctx, `DELETE FROM mq_limits WHERE queue = $1 AND grp = $2`, queue, group)
+			return err
+		}
+		args := append([]any{queue}, mqsql.NewLimitRow(group, l, q.now()).Args()...)
+		_, err := q.db.ExecContext(ctx, `INSERT INTO mq_limits (queue, `+mqsql.LimitColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (queue, grp) DO UPDATE SET max_in_flight = excluded.max_in_flight, rate = excluded.rate, per = excluded.per,
+				tokens = excluded.tokens, refilled_at = excluded.refilled_at`, args...)
+		return err
+	})
+	if err == nil {
+		q.wake(queue)
+	}
+	return err
+}
+
+// Limits implements mq.Admin.
+func (q *Queue) Limits(ctx context.Context, queue string) ([]mq.LimitInfo, error) {
+	const op = "list limits"
+	if err := checkQueue(op, queue); err != nil {
+		return nil, err
+	}
+	now := q.now()
+	var (
+		rows []mqsql.LimitRow
+		held []mqsql.HeldRow
+	)
+	err := q.exec(ctx, op, func() error {
+		rows, held = rows[:0], held[:0]
+		if err := sqlx.SelectContext(ctx, q.db, &rows, `SELECT `+mqsql.LimitColumns+` FROM mq_limits WHERE queue = $1 ORDER BY grp`, queue); err != nil {
+			return err
+		}
+		return sqlx.SelectContext(ctx, q.db, &held, liveLocksSQL, queue, micros(now))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mqsql.LimitInfos(rows, held, now), nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duroq/duroq/internal/limits"
+	"github.com/duroq/duroq/internal/mqsql"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
 	"github.com/google/uuid"
@@ -34,8 +36,9 @@ const (
 // errLost rolls back a lost attempt's transaction.
 var errLost = errors.New("mq/postgres: dequeue candidate taken by another consumer")
 
-// exclusions are the keys and sessions this DequeueBatch call lost to other consumers.
-type exclusions struct{ keys, sessions []string }
+// exclusions are the keys and sessions this DequeueBatch call lost to other
+// consumers, and the limit groups whose limits admit no batch now.
+type exclusions struct{ keys, sessions, groups []string }
 
 // loss says why an attempt was undone; the zero value is no loss.
 type loss struct {
@@ -171,7 +174,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOption
 		// what it will not handle).
 		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 		err := q.inTx(claimCtx, "dequeue", func(tx *sqlx.Tx) (err error) {
-			bs, next, l, err = q.take(claimCtx, tx, queue, opts, &ex, max, true)
+			bs, next, l, err = q.takeUnderLimits(claimCtx, tx, queue, opts, &ex, max, true)
 			if err == nil && l.lost() {
 				return errLost
 			}
@@ -247,6 +250,89 @@ func (q *Queue) take(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.Deq
 	return bs, time.Time{}, loss{}, nil
 }
 
+// takeUnderLimits is take under the limits of queue (see mq.Limit), if it has any.
+// It reads them first, locking their rows: the limited dequeues of a queue take
+// turns (in every process), so each counts the batches those before it took.
+// Then it takes batch by batch, each after a savepoint: a batch's first message
+// is of a group the limits admit, and a keyed batch that holds more messages than
+// the rates leave is rolled back and taken again within them. The buckets it drew
+// from are stored back.
+func (q *Queue) takeUnderLimits(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int, async bool) ([]*mq.Batch, time.Time, loss, error) {
+	var rules []mqsql.LimitRow
+	if err := sqlx.SelectContext(ctx, tx, &rules, `SELECT `+mqsql.LimitColumns+` FROM mq_limits WHERE queue = $1 ORDER BY grp FOR UPDATE`, queue); err != nil {
+		return nil, time.Time{}, loss{}, err
+	}
+	if len(rules) == 0 {
+		return q.take(ctx, tx, queue, opts, ex, max, async)
+	}
+	now := q.now()
+	var held []mqsql.HeldRow
+	if err := sqlx.SelectContext(ctx, tx, &held, liveLocksSQL, queue, micros(now)); err != nil {
+		return nil, time.Time{}, loss{}, err
+	}
+	budget := limits.New(now, mqsql.Rules(rules), mqsql.Held(held))
+	var (
+		bs   []*mq.Batch
+		next time.Time
+	)
+	for len(bs) < max && !budget.Closed() {
+		ex.groups = budget.Blocked()
+		o := opts
+		o.MaxMessages = min(o.MaxMessages, budget.MaxMessages(""))
+		b, n, l, err := q.takeWithin(ctx, tx, queue, o, ex, budget, async)
+		if err != nil || l.lost() {
+			return nil, time.Time{}, l, err
+		}
+		if b == nil {
+			next = n
+			break
+		}
+		budget.Took(mq.LimitGroups(b))
+		bs = append(bs, b)
+	}
+	for _, r := range budget.Spent() {
+		if _, err := tx.ExecContext(ctx, `UPDATE mq_limits SET tokens = $1, refilled_at = $2 WHERE queue = $3 AND grp = $4`,
+			r.Tokens, micros(r.Refilled), queue, r.Group); err != nil {
+			return nil, time.Time{}, loss{}, err
+		}
+	}
+	if len(bs) > 0 {
+		return bs, time.Time{}, loss{}, nil
+	}
+	return nil, limits.Earliest(next, budget.Refill()), loss{}, nil
+}
+
+// takeWithin takes one batch whose messages the rates of budget leave room for,
+// after a savepoint it rolls back to when the batch took too many.
+func (q *Queue) takeWithin(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, budget *limits.Budget, async bool) (*mq.Batch, time.Time, loss, error) {
+	for range maxLosses {
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT mq_limited`); err != nil {
+			return nil, time.Time{}, loss{}, err
+		}
+		got, next, l, err := q.take(ctx, tx, queue, opts, ex, 1, async)
+		if err != nil || l.lost() || len(got) == 0 {
+			return nil, next, l, err
+		}
+		b := got[0]
+		room := budget.MaxMessages(b.Messages[0].LimitGroup)
+		if len(b.Messages) <= room {
+			_, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT mq_limited`)
+			return b, time.Time{}, loss{}, err
+		}
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT mq_limited`); err != nil {
+			return nil, time.Time{}, loss{}, err
+		}
+		opts.MaxMessages = room
+	}
+	return nil, q.now().Add(contendedRetry), loss{}, nil
+}
+
+// liveLocksSQL reads the messages of a queue ($1) under a live lock at $2 (the
+// limits' batches in flight) through the token index: the locked messages of
+// every queue, few compared with the pending ones.
+const liveLocksSQL = `SELECT lock_token::text AS lock_token, coalesce(limit_group, '') AS grp FROM mq_messages
+	WHERE lock_token IS NOT NULL AND queue = $1 AND locked_until > $2`
+
 // DequeueTx is one non-blocking DequeueBatch inside tx (opts.Wait is ignored). When
 // nothing is eligible it returns a nil batch and the next time a message of the
 // queue becomes visible (zero if none is pending). Attempts lost to other consumers
@@ -284,7 +370,7 @@ func (q *Queue) dequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts m
 	}
 	var ex exclusions
 	for range maxLosses {
-		bs, next, l, err := q.take(ctx, tx, queue, opts, &ex, max, false)
+		bs, next, l, err := q.takeUnderLimits(ctx, tx, queue, opts, &ex, max, false)
 		if err != nil {
 			return nil, time.Time{}, wrap(op, err)
 		}
@@ -320,12 +406,13 @@ type claimed struct {
 	Tag        sql.NullString `db:"tag"`
 	Key        sql.NullString `db:"message_key"`
 	Trace      sql.NullString `db:"trace_parent"`
+	Group      sql.NullString `db:"limit_group"`
 }
 
 // delivery is message id as claimed, with session (if any).
 func (c claimed) delivery(id int64, session sql.NullString) mq.Delivery {
 	return delivery(lockedRow{ID: id, Payload: c.Payload, Attempts: int(c.Attempts.Int64),
-		EnqueuedAt: c.EnqueuedAt.Int64, Tag: c.Tag, Session: session, Key: c.Key, Trace: c.Trace})
+		EnqueuedAt: c.EnqueuedAt.Int64, Tag: c.Tag, Session: session, Key: c.Key, Trace: c.Trace, Group: c.Group})
 }
 
 // candidate is the row of the candidate statement: the oldest eligible message (if
@@ -356,6 +443,7 @@ type lockedRow struct {
 	Session    sql.NullString `db:"session"`
 	Key        sql.NullString `db:"message_key"`
 	Trace      sql.NullString `db:"trace_parent"`
+	Group      sql.NullString `db:"limit_group"`
 }
 
 // attempt is one dequeue attempt in tx for one batch, which may be a session
@@ -416,7 +504,7 @@ func delivery(r lockedRow) mq.Delivery {
 		r.Payload = []byte{}
 	}
 	return mq.Delivery{ID: r.ID, Payload: r.Payload, Attempt: r.Attempts, EnqueuedAt: fromMicros(r.EnqueuedAt),
-		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.Trace.String}
+		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.Trace.String, LimitGroup: r.Group.String}
 }
 
 // candidateQuery renders the candidate statement of attempt.
@@ -474,11 +562,11 @@ sc AS (
 u AS (
 	UPDATE mq_messages m SET lock_token = %[1]s::uuid, locked_until = %[2]s::bigint, visible_at = %[2]s::bigint, attempts = m.attempts + 1
 	FROM c WHERE m.id = c.id AND %[3]s
-	RETURNING m.id, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent
+	RETURNING m.id, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group
 )
 SELECT c.id, c.routing_key, c.session,
 	CASE WHEN c.routing_key IS NOT NULL THEN pg_try_advisory_xact_lock(%[4]s) END AS key_locked,
-	u.id IS NOT NULL AS claimed, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent,
+	u.id IS NOT NULL AS claimed, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent, u.limit_group,
 	CASE WHEN c.id IS NULL THEN %[10]s END AS next_visible%[7]s%[8]s
 FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
 		ptoken, puntil, claim, keyLockID(pq, "c.routing_key"), pq, pnow, asyncCommit, sessionCols, sessionJoin,
@@ -511,6 +599,9 @@ func eligibleFrom(opts mq.DequeueOptions, ex *exclusions, a *sqlArgs, pq, pnow, 
 	}
 	if len(ex.sessions) > 0 {
 		fmt.Fprintf(&sb, "\n\t\tAND (m.session IS NULL OR m.session <> ALL(%s::text[]))", a.p(ex.sessions))
+	}
+	if len(ex.groups) > 0 {
+		fmt.Fprintf(&sb, "\n\t\tAND (m.limit_group IS NULL OR m.limit_group <> ALL(%s::text[]))", a.p(ex.groups))
 	}
 	return sb.String()
 }
@@ -649,14 +740,14 @@ kl AS MATERIALIZED (
 u AS (
 	UPDATE mq_messages m SET lock_token = gen_random_uuid(), locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
 	FROM r WHERE m.id = r.id AND r.routing_key IS NULL AND NOT EXISTS (SELECT 1 FROM kl WHERE NOT kl.won)
-	RETURNING m.id, m.lock_token, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent
+	RETURNING m.id, m.lock_token, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group
 )
-SELECT u.id, u.lock_token::text AS token, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent,
+SELECT u.id, u.lock_token::text AS token, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent, u.limit_group,
 	NULL::text AS routing_key, NULL::boolean AS won, NULL::bigint AS next_visible, NULL::bigint AS scanned, NULL::text AS async_commit FROM u
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.routing_key, kl.won, NULL, NULL, NULL FROM kl
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.routing_key, kl.won, NULL, NULL, NULL FROM kl
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN %[5]s END,
 	(SELECT count(*) FROM c), %[6]s`, a.p(int64(scan)), a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until),
 		nextVisible(eligible, pq, pnow, &a), asyncCommit)
@@ -713,7 +804,8 @@ pick AS (
 )
 UPDATE mq_messages m SET lock_token = pick.lock_token, locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
 FROM pick WHERE m.id = pick.id
-RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key, m.trace_parent`,
+RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key, m.trace_parent,
+	m.limit_group`,
 		pq, pkeys, ptokens, puntil, pnow, attr, tags, pmax, pbytes)
 	var rows []lockedRow
 	if err := sqlx.SelectContext(ctx, tx, &rows, query, a...); err != nil {

@@ -37,6 +37,12 @@
 //     and its holder's Ack fails with ErrLockLost; at-least-once delivery is
 //     unaffected, only the attempt count of that fetch may be lost. This saves a WAL
 //     flush per delivering transaction. DequeueTx follows the caller's transaction.
+//   - Limits (mq.Admin.SetLimit, table mq_limits): a dequeue of a queue with limits
+//     first locks the queue's limit rows (FOR UPDATE), so the limited dequeues of a
+//     queue take turns across processes and each counts the batches the others
+//     took; it then takes batch by batch. A queue without limits pays one primary-key
+//     probe of mq_limits per dequeue transaction. An Ack or Settle of a batch of a
+//     limited queue wakes its long polls (it frees a place).
 //   - Statistics: the dequeue statement relies on the planner walking the
 //     (queue, visible_at, id) index, which it does once mq_messages has statistics.
 //     The migration makes autovacuum analyse the table after 5% of its rows changed.

@@ -265,7 +265,7 @@ func checkMessages(op string, msgs []mq.Message) error {
 	for i, m := range msgs {
 		for _, f := range []struct{ name, value string }{
 			{"Queue", m.Queue}, {"RoutingKey", m.RoutingKey}, {"Tag", m.Tag}, {"Session", m.Session}, {"Key", m.Key},
-			{"DedupID", m.DedupID},
+			{"DedupID", m.DedupID}, {"LimitGroup", m.LimitGroup},
 		} {
 			if err := checkText(op, fmt.Sprintf("message %d: %s", i, f.name), f.value); err != nil {
 				return err
@@ -317,27 +317,27 @@ const insertChunk = 1000
 
 // insertSQL stores messages given as parallel arrays, in array order (ids follow
 // it).
-const insertSQL = `INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent)
-	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at, m.trace_parent
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[])
-		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, ord)
+const insertSQL = `INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent, limit_group)
+	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at, m.trace_parent, m.limit_group
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[], $10::text[])
+		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, limit_group, ord)
 	ORDER BY m.ord`
 
-// insertDedupSQL is insertSQL for messages of which some have a DedupID ($10, with
-// its expiry $11): the ids their queue does not remember (or has let expire) are
+// insertDedupSQL is insertSQL for messages of which some have a DedupID ($11, with
+// its expiry $12): the ids their queue does not remember (or has let expire) are
 // remembered, and only their messages and those without an id are stored; the
 // others are duplicates. One statement: the ids and the messages commit together.
 const insertDedupSQL = `WITH d AS (
 	INSERT INTO mq_dedup AS x (queue, dedup_id, expires_at)
-	SELECT u.queue, u.dedup_id, u.expires_at FROM unnest($1::text[], $10::text[], $11::bigint[]) AS u(queue, dedup_id, expires_at)
+	SELECT u.queue, u.dedup_id, u.expires_at FROM unnest($1::text[], $11::text[], $12::bigint[]) AS u(queue, dedup_id, expires_at)
 	WHERE u.dedup_id IS NOT NULL
 	ON CONFLICT (queue, dedup_id) DO UPDATE SET expires_at = excluded.expires_at WHERE x.expires_at <= $7::bigint
 	RETURNING x.queue, x.dedup_id
 )
-INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent)
-	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at, m.trace_parent
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[], $10::text[])
-		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, dedup_id, ord)
+INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent, limit_group)
+	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at, m.trace_parent, m.limit_group
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[], $10::text[], $11::text[])
+		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, limit_group, dedup_id, ord)
 	WHERE m.dedup_id IS NULL OR EXISTS (SELECT 1 FROM d WHERE d.queue = m.queue AND d.dedup_id = m.dedup_id)
 	ORDER BY m.ord`
 
@@ -425,6 +425,7 @@ func (q *Queue) insert(ctx context.Context, ex sqlx.ExecerContext, msgs []mq.Mes
 			payloads = make([][]byte, n)
 			visible  = make([]int64, n)
 			traces   = make([]*string, n)
+			groups   = make([]*string, n)
 		)
 		for i, m := range chunk {
 			queues[i], routing[i], keys[i], sessions[i], tags[i] = m.Queue, nullable(m.RoutingKey), nullable(m.Key), nullable(m.Session), nullable(m.Tag)
@@ -433,9 +434,9 @@ func (q *Queue) insert(ctx context.Context, ex sqlx.ExecerContext, msgs []mq.Mes
 				payloads[i] = []byte{}
 			}
 			visible[i] = micros(now.Add(m.Delay))
-			traces[i] = nullable(m.TraceParent)
+			traces[i], groups[i] = nullable(m.TraceParent), nullable(m.LimitGroup)
 		}
-		args := []any{queues, routing, keys, sessions, tags, payloads, micros(now), visible, traces}
+		args := []any{queues, routing, keys, sessions, tags, payloads, micros(now), visible, traces, groups}
 		query := insertSQL
 		if slices.ContainsFunc(chunk, func(m mq.Message) bool { return m.DedupID != "" }) {
 			ids, until := make([]*string, n), make([]int64, n)

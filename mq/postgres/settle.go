@@ -160,10 +160,12 @@ sess AS (
 		FOR UPDATE
 	)
 )
-SELECT d.token::text AS token, min(d.queue) AS queue, min(d.routing_key) AS routing_key, max(d.locked_until) AS locked_until,
-	count(*) AS n
-FROM done d
-GROUP BY d.token`
+SELECT g.*, EXISTS (SELECT 1 FROM mq_limits l WHERE l.queue = g.queue) AS limited FROM (
+	SELECT d.token::text AS token, min(d.queue) AS queue, min(d.routing_key) AS routing_key, max(d.locked_until) AS locked_until,
+		count(*) AS n
+	FROM done d
+	GROUP BY d.token
+) g`
 
 // applyOne and applyMany are applySQL for one token and for several.
 var applyOne, applyMany = forTokens(applySQL, false), forTokens(applySQL, true)
@@ -175,6 +177,9 @@ type batchRow struct {
 	RoutingKey  sql.NullString `db:"routing_key"` // NULL: an un-keyed batch
 	LockedUntil sql.NullInt64  `db:"locked_until"`
 	N           int            `db:"n"`
+	// Limited says the batch's queue has limits (mq.Limit): the end of the batch
+	// may admit another.
+	Limited bool `db:"limited"`
 }
 
 // wholeBatch stands for the size of a batch when the settlement does not depend on
@@ -252,11 +257,11 @@ func storedReason(st mq.Settlement) string {
 }
 
 // woken lists the queues to wake once the settlement of batch b
-// (size n) commits: its queue when messages were released or its key was touched, the
-// dead-letter queue, and the queues of its follow-ups.
+// (size n) commits: its queue when messages were released, its key was touched or
+// it has limits, the dead-letter queue, and the queues of its follow-ups.
 func woken(st mq.Settlement, n int, b batchRow) []string {
 	var queues []string
-	if _, dead, _ := st.Split(n); b.RoutingKey.Valid || dead < n {
+	if _, dead, _ := st.Split(n); b.RoutingKey.Valid || dead < n || b.Limited {
 		queues = append(queues, b.Queue)
 	}
 	if st.DeadLettered > 0 {

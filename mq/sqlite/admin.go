@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/duroq/duroq/internal/mqsql"
 	"github.com/duroq/duroq/mq"
 	"github.com/jmoiron/sqlx"
 )
@@ -26,6 +27,7 @@ type infoRow struct {
 	Session        sql.NullString `db:"session"`
 	Key            sql.NullString `db:"message_key"`
 	TraceParent    sql.NullString `db:"trace_parent"`
+	LimitGroup     sql.NullString `db:"limit_group"`
 	LastError      sql.NullString `db:"last_error"`
 	FirstFailedAt  sql.NullInt64  `db:"first_failed_at"`
 	LastFailedAt   sql.NullInt64  `db:"last_failed_at"`
@@ -34,7 +36,7 @@ type infoRow struct {
 }
 
 const infoColumns = `id, queue, routing_key, payload, attempts, enqueued_at, visible_at, lock_token, locked_until,
-	tag, session, message_key, trace_parent, last_error, first_failed_at, last_failed_at, origin_queue, dead_lettered_at`
+	tag, session, message_key, trace_parent, limit_group, last_error, first_failed_at, last_failed_at, origin_queue, dead_lettered_at`
 
 func optMicros(v sql.NullInt64) time.Time {
 	if !v.Valid {
@@ -50,7 +52,8 @@ func (r infoRow) info(now int64) mq.MessageInfo {
 	}
 	return mq.MessageInfo{ID: r.ID, Queue: r.Queue, RoutingKey: r.RoutingKey.String, Payload: payload, Attempt: r.Attempts,
 		EnqueuedAt: fromMicros(r.EnqueuedAt), VisibleAt: fromMicros(r.VisibleAt), Locked: r.Token.Valid && r.LockedUntil.Int64 > now,
-		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.TraceParent.String, LastError: r.LastError.String,
+		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.TraceParent.String, LimitGroup: r.LimitGroup.String,
+		LastError:     r.LastError.String,
 		FirstFailedAt: optMicros(r.FirstFailedAt), LastFailedAt: optMicros(r.LastFailedAt),
 		OriginQueue: r.OriginQueue.String, DeadLetteredAt: optMicros(r.DeadLetteredAt)}
 }
@@ -201,4 +204,47 @@ func (q *Queue) PurgeTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 		return 0, wrap(op, err)
 	}
 	return len(deleted), nil
+}
+
+// SetLimit implements mq.Admin. The waiting long polls of queue are woken after the
+// commit: a raised limit may admit their messages.
+func (q *Queue) SetLimit(ctx context.Context, queue, group string, l mq.Limit) error {
+	const op = "set limit"
+	if err := mq.CheckLimit(op, queue, group, l); err != nil {
+		return err
+	}
+	return q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+		if l == (mq.Limit{}) {
+			_, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_limits WHERE queue = ? AND grp = ?`, queue, group)
+			return nil, err
+		}
+		args := append([]any{queue}, mqsql.NewLimitRow(group, l, q.now()).Args()...)
+		_, err := q.stmts.Exec(ctx, tx, `INSERT INTO mq_limits (queue, `+mqsql.LimitColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (queue, grp) DO UPDATE SET max_in_flight = excluded.max_in_flight, rate = excluded.rate, per = excluded.per,
+				tokens = excluded.tokens, refilled_at = excluded.refilled_at`, args...)
+		return []string{queue}, err
+	})
+}
+
+// Limits implements mq.Admin.
+func (q *Queue) Limits(ctx context.Context, queue string) ([]mq.LimitInfo, error) {
+	const op = "list limits"
+	if err := mq.CheckQueue(op, queue); err != nil {
+		return nil, err
+	}
+	if q.closed.Load() {
+		return nil, mq.Closed(op)
+	}
+	now := q.now()
+	var (
+		rows []mqsql.LimitRow
+		held []mqsql.HeldRow
+	)
+	if err := q.stmts.Select(ctx, q.db, &rows, `SELECT `+mqsql.LimitColumns+` FROM mq_limits WHERE queue = ? ORDER BY grp`, queue); err != nil {
+		return nil, wrap(op, err)
+	}
+	if err := q.stmts.Select(ctx, q.db, &held, liveLocksSQL, queue, micros(now)); err != nil {
+		return nil, wrap(op, err)
+	}
+	return mqsql.LimitInfos(rows, held, now), nil
 }

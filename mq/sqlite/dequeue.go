@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duroq/duroq/internal/limits"
+	"github.com/duroq/duroq/internal/mqsql"
 	"github.com/duroq/duroq/internal/sqltext"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
@@ -150,27 +152,90 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 	if q.closed.Load() {
 		return nil, time.Time{}, mq.Closed(op)
 	}
-	now := micros(q.now())
-	candidates, err := q.candidates(ctx, tx, queue, opts, max, now)
-	if err != nil {
+	at := q.now()
+	now := micros(at)
+	var rules []mqsql.LimitRow
+	if err := q.stmts.Select(ctx, tx, &rules, `SELECT `+mqsql.LimitColumns+` FROM mq_limits WHERE queue = ?`, queue); err != nil {
 		return nil, time.Time{}, wrap(op, err)
 	}
-	if len(candidates) == 0 {
-		var next sql.NullInt64
-		if err := q.stmts.Get(ctx, tx, &next, `SELECT MIN(visible_at) FROM mq_messages WHERE queue = ? AND visible_at > ?`, queue, now); err != nil {
+	var (
+		batches []*mq.Batch
+		refill  time.Time // when a rate that held messages back has a token again
+	)
+	if len(rules) == 0 {
+		candidates, err := q.candidates(ctx, tx, queue, opts, max, now, nil)
+		if err == nil && len(candidates) > 0 {
+			batches, err = q.lockBatches(ctx, tx, queue, opts, candidates, now)
+		}
+		if err != nil {
 			return nil, time.Time{}, wrap(op, err)
 		}
-		if !next.Valid {
-			return nil, time.Time{}, nil
+	} else {
+		batches, refill, err = q.dequeueLimited(ctx, tx, queue, opts, max, at, rules)
+		if err != nil {
+			return nil, time.Time{}, wrap(op, err)
 		}
-		return nil, fromMicros(next.Int64), nil
 	}
-	batches, err := q.lockBatches(ctx, tx, queue, opts, candidates, now)
-	if err != nil {
+	if len(batches) > 0 {
+		return batches, time.Time{}, nil
+	}
+	var next sql.NullInt64
+	if err := q.stmts.Get(ctx, tx, &next, `SELECT MIN(visible_at) FROM mq_messages WHERE queue = ? AND visible_at > ?`, queue, now); err != nil {
 		return nil, time.Time{}, wrap(op, err)
 	}
-	return batches, time.Time{}, nil
+	if !next.Valid {
+		return nil, refill, nil
+	}
+	return nil, limits.Earliest(fromMicros(next.Int64), refill), nil
 }
+
+// dequeueLimited takes up to max batches of queue at now under the limits of rules
+// (see mq.Limit), batch by batch: each batch's first message is of a group the
+// limits admit, and a keyed batch takes no more messages than the rates leave.
+// The buckets it drew from are stored back. When it takes nothing, it returns when
+// a rate that held messages back has a token again.
+func (q *Queue) dequeueLimited(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int, at time.Time, rules []mqsql.LimitRow) ([]*mq.Batch, time.Time, error) {
+	now := micros(at)
+	var held []mqsql.HeldRow
+	if err := q.stmts.Select(ctx, tx, &held, liveLocksSQL, queue, now); err != nil {
+		return nil, time.Time{}, err
+	}
+	budget := limits.New(at, mqsql.Rules(rules), mqsql.Held(held))
+	var batches []*mq.Batch
+	for len(batches) < max && !budget.Closed() {
+		candidates, err := q.candidates(ctx, tx, queue, opts, 1, now, budget.Blocked())
+		if err != nil || len(candidates) == 0 {
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			break
+		}
+		o := opts
+		o.MaxMessages = min(o.MaxMessages, budget.MaxMessages(candidates[0].group.String))
+		bs, err := q.lockBatches(ctx, tx, queue, o, candidates, now)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		budget.Took(mq.LimitGroups(bs[0]))
+		batches = append(batches, bs...)
+	}
+	for _, r := range budget.Spent() {
+		if _, err := q.stmts.Exec(ctx, tx, `UPDATE mq_limits SET tokens = ?, refilled_at = ? WHERE queue = ? AND grp = ?`,
+			r.Tokens, micros(r.Refilled), queue, r.Group); err != nil {
+			return nil, time.Time{}, err
+		}
+	}
+	if len(batches) > 0 {
+		return batches, time.Time{}, nil
+	}
+	return nil, budget.Refill(), nil
+}
+
+// liveLocksSQL reads the messages of a queue under a live lock (the limits' batches in
+// flight) through the token index: the locked messages of every queue, few
+// compared with the pending ones.
+const liveLocksSQL = `SELECT lock_token, coalesce(limit_group, '') AS grp FROM mq_messages INDEXED BY mq_messages_token
+	WHERE lock_token IS NOT NULL AND queue = ? AND locked_until > ?`
 
 // lockedRow is a message a dequeue locks, as the candidate scan reads it or a
 // locking statement returns it.
@@ -184,6 +249,7 @@ type lockedRow struct {
 	tag, key   sql.NullString
 	session    sql.NullString
 	trace      sql.NullString // the producer's traceparent
+	group      sql.NullString // the limit group
 }
 
 func (r *lockedRow) delivery() mq.Delivery {
@@ -191,7 +257,7 @@ func (r *lockedRow) delivery() mq.Delivery {
 		r.payload = []byte{}
 	}
 	return mq.Delivery{ID: r.id, Payload: r.payload, Attempt: r.attempts, EnqueuedAt: fromMicros(r.enqueuedAt),
-		Tag: r.tag.String, Session: r.session.String, Key: r.key.String, TraceParent: r.trace.String}
+		Tag: r.tag.String, Session: r.session.String, Key: r.key.String, TraceParent: r.trace.String, LimitGroup: r.group.String}
 }
 
 // candidate is the first message the scan found of a batch.
@@ -222,7 +288,7 @@ func candidatesSQL(cond string, sessions bool) string {
 	if sessions {
 		join = `LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session`
 	}
-	return `SELECT m.id, m.routing_key, m.session, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent,
+	return `SELECT m.id, m.routing_key, m.session, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group,
 			length(m.payload), CASE WHEN length(m.payload) <= ` + strconv.Itoa(scanPayload) + ` THEN m.payload END
 		FROM mq_messages m
 		LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
@@ -235,11 +301,18 @@ func candidatesSQL(cond string, sessions bool) string {
 
 // candidates streams the scan in eligibility order and stops at want batches: a
 // key's first message stands for the key's batch, its repeats join the key's rows.
-// Then one statement checks which keys have no other visible message.
-func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, want int, now int64) ([]candidate, error) {
+// Then one statement checks which keys have no other visible message. A first
+// message of a blocked limit group is skipped.
+func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, want int, now int64, blocked []string) ([]candidate, error) {
 	cond, condArgs := filters(opts, now)
 	if cond != "" {
 		cond = " AND " + cond
+	}
+	if len(blocked) > 0 {
+		cond += " AND (m.limit_group IS NULL OR m.limit_group NOT IN (" + sqltext.Params(len(blocked)) + "))"
+		for _, g := range blocked {
+			condArgs = append(condArgs, g)
+		}
 	}
 	limit := want
 	if want < scanRows {
@@ -257,7 +330,7 @@ func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts 
 	for len(candidates) < want && scan.Next() {
 		var r lockedRow
 		var routingKey sql.NullString
-		if err := scan.Scan(&r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.size, &r.payload); err != nil {
+		if err := scan.Scan(&r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.group, &r.size, &r.payload); err != nil {
 			scan.Close()
 			return nil, err
 		}
@@ -453,7 +526,7 @@ func lockIDsSQL(n int, returning bool) string {
 // limit.
 const lockIDsChunk = 8192
 
-const lockReturning = ` RETURNING id, lock_token, payload, attempts, enqueued_at, tag, message_key, trace_parent`
+const lockReturning = ` RETURNING id, lock_token, payload, attempts, enqueued_at, tag, message_key, trace_parent, limit_group`
 
 // scanLocked reads the rows a locking statement returns.
 func scanLocked(rows *sql.Rows, err error) ([]lockedRow, error) {
@@ -463,7 +536,7 @@ func scanLocked(rows *sql.Rows, err error) ([]lockedRow, error) {
 	var locked []lockedRow
 	for rows.Next() {
 		var r lockedRow
-		if err := rows.Scan(&r.id, &r.token, &r.payload, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace); err != nil {
+		if err := rows.Scan(&r.id, &r.token, &r.payload, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.group); err != nil {
 			rows.Close()
 			return nil, err
 		}

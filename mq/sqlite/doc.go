@@ -10,9 +10,11 @@
 // queues it touched to wake this process's long polls at once. A *Tx method that
 // fails leaves the transaction to be rolled back (SettleTx's *mq.SettleError aside).
 //
-// Queue also implements mq.Admin (Peek, Redrive, Purge, Queues, Pause, Resume;
-// a pause is a row of mq_paused, seen by every process). A damaged database file
-// fails with mq.ErrCorrupt.
+// Queue also implements mq.Admin (Peek, Redrive, Purge, Queues, Pause, Resume,
+// SetLimit, Limits; a pause is a row of mq_paused and a limit one of mq_limits,
+// seen by every process: a dequeue counts against a limit inside its write
+// transaction, which SQLite serialises). A damaged database file fails with
+// mq.ErrCorrupt.
 //
 // Settings and why:
 //   - WAL journal: readers never block the writer and a commit is one append to the log.

@@ -378,3 +378,28 @@ type ReasonAbandoner interface {
 	// may truncate a long reason.
 	AbandonOrchestrationItemWithReason(ctx context.Context, token string, delay Duration, ignoreAttempt bool, reason string) error
 }
+
+// Limit bounds a kind of work across every process that shares a provider's
+// storage (see Limiter). The zero Limit means no limit.
+type Limit struct {
+	// MaxInFlight is the most items running at once (activities executing, first
+	// turns of orchestrations). Zero means no bound.
+	MaxInFlight int
+	// Rate is how many items may begin per Per, as a token bucket holding at most
+	// Rate tokens (a burst of Rate). Zero means no bound.
+	Rate int
+	// Per is the interval of Rate: required with a Rate.
+	Per time.Duration
+}
+
+// Limiter is implemented by providers that enforce limits in their storage, so
+// that every process sharing it counts against the same limit.
+type Limiter interface {
+	// SetActivityLimit sets the limit of the activities named name (the zero Limit
+	// removes it): at most MaxInFlight execute at once, at most Rate begin per
+	// Per. The others wait in the worker queue, in order, without holding a worker.
+	SetActivityLimit(ctx context.Context, name string, l Limit) error
+	// SetStartLimit sets the limit of orchestration starts (sub-orchestrations
+	// included): at most MaxInFlight first turns at once, at most Rate per Per.
+	SetStartLimit(ctx context.Context, l Limit) error
+}
