@@ -61,6 +61,7 @@ func TestMessageQueue(t *testing.T, f QueueFactory) {
 		traceCases,
 		dedupCases,
 		pauseCases,
+		priorityCases,
 	} {
 		for _, c := range group {
 			t.Run(c.name, func(t *testing.T) { c.run(t, e) })

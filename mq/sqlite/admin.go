@@ -26,6 +26,7 @@ type infoRow struct {
 	Session        sql.NullString `db:"session"`
 	Key            sql.NullString `db:"message_key"`
 	TraceParent    sql.NullString `db:"trace_parent"`
+	Priority       int            `db:"priority"`
 	LastError      sql.NullString `db:"last_error"`
 	FirstFailedAt  sql.NullInt64  `db:"first_failed_at"`
 	LastFailedAt   sql.NullInt64  `db:"last_failed_at"`
@@ -34,7 +35,7 @@ type infoRow struct {
 }
 
 const infoColumns = `id, queue, routing_key, payload, attempts, enqueued_at, visible_at, lock_token, locked_until,
-	tag, session, message_key, trace_parent, last_error, first_failed_at, last_failed_at, origin_queue, dead_lettered_at`
+	tag, session, message_key, trace_parent, priority, last_error, first_failed_at, last_failed_at, origin_queue, dead_lettered_at`
 
 func optMicros(v sql.NullInt64) time.Time {
 	if !v.Valid {
@@ -50,7 +51,7 @@ func (r infoRow) info(now int64) mq.MessageInfo {
 	}
 	return mq.MessageInfo{ID: r.ID, Queue: r.Queue, RoutingKey: r.RoutingKey.String, Payload: payload, Attempt: r.Attempts,
 		EnqueuedAt: fromMicros(r.EnqueuedAt), VisibleAt: fromMicros(r.VisibleAt), Locked: r.Token.Valid && r.LockedUntil.Int64 > now,
-		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.TraceParent.String, LastError: r.LastError.String,
+		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.TraceParent.String, Priority: r.Priority, LastError: r.LastError.String,
 		FirstFailedAt: optMicros(r.FirstFailedAt), LastFailedAt: optMicros(r.LastFailedAt),
 		OriginQueue: r.OriginQueue.String, DeadLetteredAt: optMicros(r.DeadLetteredAt)}
 }
