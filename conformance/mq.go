@@ -62,6 +62,7 @@ func TestMessageQueue(t *testing.T, f QueueFactory) {
 		dedupCases,
 		pauseCases,
 		limitCases,
+		priorityCases,
 	} {
 		for _, c := range group {
 			t.Run(c.name, func(t *testing.T) { c.run(t, e) })

@@ -18,6 +18,12 @@
 // batch is bounded (DequeueOptions.MaxMessages and MaxBytes): it takes the key's
 // oldest messages, and the rest wait behind the locked key.
 //
+// A message may carry a priority (Message.Priority): among the eligible messages the
+// most urgent is picked first, and a routing key competes with its most urgent
+// eligible message, while its batch is still its oldest messages in enqueue order.
+// Priorities are strict (a lower one waits while a higher one is eligible): put work
+// that needs a fair share in a queue of its own.
+//
 // # Order under failure
 //
 // A batch is settled message by message (Settle): the messages a consumer finished

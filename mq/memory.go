@@ -56,6 +56,9 @@ type memQueue struct {
 	sessions map[string]*memSession
 	dedup    map[string]time.Time // remembered DedupIDs: until when
 	swept    int                  // len(dedup) after its last sweep of expired ids
+	// prioritized counts the messages with a non-zero priority: while there are
+	// none, scan stops at the first eligible message of the ready index.
+	prioritized int
 }
 
 type memMsg struct {
@@ -325,7 +328,8 @@ func (s *Memory) DequeueTx(tx *txn.MemoryTx, queue string, opts DequeueOptions) 
 		m.attempts++
 		lk.ids = append(lk.ids, m.id)
 		out.Messages = append(out.Messages, Delivery{ID: m.id, Payload: append([]byte{}, m.payload...), Attempt: m.attempts,
-			EnqueuedAt: m.enqueuedAt, Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, TraceParent: m.m.TraceParent, LimitGroup: m.m.LimitGroup})
+			EnqueuedAt: m.enqueuedAt, Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, TraceParent: m.m.TraceParent, LimitGroup: m.m.LimitGroup,
+			Priority: m.m.Priority})
 	}
 	if rk := first.m.RoutingKey; rk != "" {
 		k := q.key(tx, rk)
@@ -632,6 +636,10 @@ func (s *Memory) touchSessions(tx *txn.MemoryTx, q *memQueue, lk *memLock) {
 // insertMsg indexes m in q (the ready index aside).
 func (q *memQueue) insertMsg(tx *txn.MemoryTx, m *memMsg) {
 	put(tx, q.msgs, m.id, m)
+	if m.m.Priority != 0 {
+		mutate(tx, &q.prioritized)
+		q.prioritized++
+	}
 	if m.m.Key != "" {
 		put(tx, q.byKey, m.m.Key, m)
 	}
@@ -649,6 +657,10 @@ func (q *memQueue) deleteMsg(tx *txn.MemoryTx, id int64) {
 		return
 	}
 	del(tx, q.msgs, id)
+	if m.m.Priority != 0 {
+		mutate(tx, &q.prioritized)
+		q.prioritized--
+	}
 	if m.m.Key != "" {
 		del(tx, q.byKey, m.m.Key)
 	}
@@ -1117,9 +1129,50 @@ func mutate[T any](tx *txn.MemoryTx, p *T) {
 	tx.Undo(func() { *p = old })
 }
 
-// scan finds the first eligible message in (visibleAt, id) order. When there is none
-// it returns the next time a message becomes visible (zero if none will).
+// scan finds the first eligible message in eligibility order (priority, then
+// visibleAt, then id). When there is none it returns the next time a message
+// becomes visible (zero if none will). A message of a blocked limit group is
+// passed over.
 func (q *memQueue) scan(now time.Time, opts DequeueOptions, blocked []string) (first *memMsg, next time.Time) {
+	first, next = q.scanReady(now, opts, blocked)
+	if first == nil || q.prioritized == 0 {
+		return first, next
+	}
+	// first is the oldest eligible message, the first of its priority: only one of
+	// a higher priority comes before it. The ready index is not in that order, so
+	// every visible entry is looked at (the reference backend favours simplicity
+	// over the cost of a second index).
+	for _, e := range q.ready {
+		m := q.msgs[e.id]
+		if m == nil || !m.visibleAt.Equal(e.at) || e.at.After(now) || !m.before(first) || !q.pickable(m, now, opts, blocked) {
+			continue
+		}
+		first = m
+	}
+	return first, next
+}
+
+// pickable reports whether the visible message m may be the first of a batch: it
+// is eligible and not of a blocked limit group.
+func (q *memQueue) pickable(m *memMsg, now time.Time, opts DequeueOptions, blocked []string) bool {
+	return q.eligible(m, now, opts) && !slices.Contains(blocked, m.m.LimitGroup)
+}
+
+// before reports whether m comes before o in eligibility order: higher priority
+// first, then earlier visibility, then enqueue order.
+func (m *memMsg) before(o *memMsg) bool {
+	if m.m.Priority != o.m.Priority {
+		return m.m.Priority > o.m.Priority
+	}
+	if c := m.visibleAt.Compare(o.visibleAt); c != 0 {
+		return c < 0
+	}
+	return m.id < o.id
+}
+
+// scanReady finds the first eligible message in (visibleAt, id) order, or else
+// the next time a message becomes visible, as scan does.
+func (q *memQueue) scanReady(now time.Time, opts DequeueOptions, blocked []string) (first *memMsg, next time.Time) {
 	var passed []readyEntry
 	seen := map[int64]bool{}
 	for q.ready.Len() > 0 {
@@ -1136,7 +1189,7 @@ func (q *memQueue) scan(now time.Time, opts DequeueOptions, blocked []string) (f
 		heap.Pop(&q.ready)
 		passed = append(passed, e)
 		seen[e.id] = true
-		if q.eligible(m, now, opts) && !slices.Contains(blocked, m.m.LimitGroup) {
+		if q.pickable(m, now, opts, blocked) {
 			first = m
 			break
 		}
@@ -1247,7 +1300,8 @@ func (m *memMsg) locked(now time.Time) bool { return m.token != "" && m.lockedUn
 func (m *memMsg) info(now time.Time) MessageInfo {
 	return MessageInfo{ID: m.id, Queue: m.m.Queue, RoutingKey: m.m.RoutingKey, Payload: append([]byte{}, m.payload...),
 		Attempt: m.attempts, EnqueuedAt: m.enqueuedAt, VisibleAt: m.visibleAt, Locked: m.locked(now),
-		Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, TraceParent: m.m.TraceParent, LimitGroup: m.m.LimitGroup, LastError: m.lastError,
+		Tag: m.m.Tag, Session: m.m.Session, Key: m.m.Key, TraceParent: m.m.TraceParent, LimitGroup: m.m.LimitGroup,
+		Priority: m.m.Priority, LastError: m.lastError,
 		FirstFailedAt: m.firstFailedAt, LastFailedAt: m.lastFailedAt, OriginQueue: m.originQueue, DeadLetteredAt: m.deadAt}
 }
 

@@ -34,6 +34,11 @@ const (
 	DefaultDedupWindow = 5 * time.Minute
 	// MaxDedupWindow is the longest Message.DedupWindow.
 	MaxDedupWindow = 366 * 24 * time.Hour
+	// MinPriority and MaxPriority bound Message.Priority. The range is narrow on
+	// purpose: a priority is a rank among a handful of classes of work, not a
+	// timestamp or a score.
+	MinPriority = -1000
+	MaxPriority = 1000
 )
 
 // Message is a message to enqueue. Only Queue is required.
@@ -75,10 +80,18 @@ type Message struct {
 	TraceParent string
 	// LimitGroup puts the message under the limit set for this group of its queue
 	// (see Limit and Admin.SetLimit), besides the queue's own limit. A batch is
-	// admitted by the group of its first message and counts against the group of
-	// each of its messages: give the messages of one routing key one group. Empty
-	// means none; a group without a limit limits nothing.
+	// admitted by the group of the message the dequeue picked (see DequeueBatch)
+	// and counts against the group of each of its messages: give the messages of
+	// one routing key one group. Empty means none; a group without a limit limits
+	// nothing.
 	LimitGroup string
+	// Priority ranks the message among the eligible messages of its queue: higher
+	// is delivered first, zero is the default, and equal priorities keep the usual
+	// order (see DequeueBatch). Within [MinPriority, MaxPriority]. Priorities are
+	// strict: a message waits as long as one of higher priority is eligible, so a
+	// steady stream of urgent messages starves the others; use separate queues
+	// (and consumers) where each class of work needs its share.
+	Priority int
 }
 
 // Delivery is one message of a Batch.
@@ -95,6 +108,8 @@ type Delivery struct {
 	TraceParent string
 	// LimitGroup is Message.LimitGroup as enqueued ("" = none).
 	LimitGroup string
+	// Priority is Message.Priority as enqueued.
+	Priority int
 }
 
 // Batch is what DequeueBatch hands to one consumer: the messages it now owns under
@@ -218,7 +233,7 @@ type Settlement struct {
 	Acked int
 	// DeadLettered messages after the acked ones are moved to DeadLetterQueue, visible
 	// at once and unlocked. A dead letter keeps its id, payload, routing key, tag,
-	// session and attempt count, and its message key unless the dead-letter queue
+	// session, priority and attempt count, and its message key unless the dead-letter queue
 	// already holds that key (then the dead letter has none); it records the queue
 	// it came from, Reason and its failure times (see MessageInfo).
 	DeadLettered int
@@ -287,6 +302,9 @@ type MessageInfo struct {
 	TraceParent string
 	// LimitGroup is Message.LimitGroup as enqueued ("" = none).
 	LimitGroup string
+	// Priority is Message.Priority as enqueued, kept through Abandon,
+	// dead-lettering and Redrive.
+	Priority int
 	// LastError is the Reason of its last failed attempt ("" if none or none given).
 	LastError string
 	// FirstFailedAt is the time of its first failed attempt (zero if it never
@@ -365,16 +383,25 @@ type MessageQueue interface {
 	// the Then messages of Ack and Settle.
 	Enqueue(ctx context.Context, msgs ...Message) error
 
-	// DequeueBatch picks the oldest eligible message of the queue (earliest visibility,
-	// then enqueue order). A message is eligible when it is visible, not locked, passes
-	// opts.Tags and the session rule of opts.Session, and — if it has a routing key —
-	// its key is not locked by another batch and passes opts.KeyAttr.
+	// DequeueBatch picks the first eligible message of the queue in eligibility
+	// order: highest Message.Priority first, then earliest visibility, then enqueue
+	// order. A message is eligible when it is visible, not locked, passes opts.Tags
+	// and the session rule of opts.Session, and — if it has a routing key — its key
+	// is not locked by another batch and passes opts.KeyAttr.
 	//
 	// For an un-keyed message, the batch is that message alone. For a keyed message,
 	// the backend MUST lock the key and every eligible message of the key, in one
 	// atomic step, under one token; the batch lists them in enqueue order. Messages of
 	// the key that arrive or become visible while the key is locked MUST NOT be handed
 	// to anyone until the lock ends, and are not part of the batch.
+	//
+	// Priority rule: a routing key competes with its most urgent eligible message,
+	// but its batch is still the key's oldest eligible messages in enqueue order
+	// (priority never reorders the messages of one key, so a bounded batch may leave
+	// that urgent message for the key's next batch). An un-keyed message competes
+	// with its own priority. Priority is strict: while a message of higher priority
+	// is eligible, no message of lower priority is picked, however long it waited
+	// (see Message.Priority).
 	//
 	// A keyed batch holds at most opts.MaxMessages messages and opts.MaxBytes payload
 	// bytes (the key's oldest eligible messages, at least one); the key's other
@@ -391,7 +418,8 @@ type MessageQueue interface {
 
 	// DequeueBatches is up to max DequeueBatch calls in one atomic step: each batch
 	// has its own token and obeys every rule of DequeueBatch (a key appears in at most
-	// one batch). Batches come in eligibility order. It waits up to opts.Wait for at
+	// one batch). Batches come in eligibility order (priority first, see
+	// DequeueBatch), as successive DequeueBatch calls would. It waits up to opts.Wait for at
 	// least one and returns an empty slice when none came.
 	DequeueBatches(ctx context.Context, queue string, opts DequeueOptions, max int) ([]*Batch, error)
 
@@ -477,7 +505,7 @@ type Admin interface {
 	Peek(ctx context.Context, queue string, opts PeekOptions) ([]MessageInfo, error)
 	// Redrive moves dead letters of deadLetterQueue selected by opts back to the
 	// queue each came from (or opts.To): visible at once, attempt count reset to
-	// zero, failure history kept, message key dropped if the destination already
+	// zero, failure history and priority kept, message key dropped if the destination already
 	// holds it. Their ids are kept, so a redriven keyed message is delivered before
 	// the later messages of its key. Locked messages and, without opts.To, messages
 	// that are not dead letters are skipped. It returns how many it moved.

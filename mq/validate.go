@@ -50,6 +50,9 @@ func CheckMessages(op string, msgs []Message) error {
 		if m.TraceParent != "" && (len(m.TraceParent) > tracectx.MaxSize || !tracectx.Remote(m.TraceParent).IsValid()) {
 			return invalid(op, field("TraceParent"), "not a W3C traceparent (version-traceid-spanid-flags in hex)")
 		}
+		if m.Priority < MinPriority || m.Priority > MaxPriority {
+			return invalid(op, field("Priority"), fmt.Sprintf("%d is outside [%d, %d]", m.Priority, MinPriority, MaxPriority))
+		}
 		if len(m.Payload) > MaxPayloadSize {
 			return &InvalidError{Op: op, Field: field("Payload"), kind: ErrPayloadTooLarge,
 				Reason: fmt.Sprintf("%d bytes exceeds the limit of %d bytes", len(m.Payload), MaxPayloadSize)}

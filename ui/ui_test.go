@@ -458,4 +458,12 @@ func TestQueueOnlyUI(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.page(t, "/queue?name=traced", "trace 0af7651916cd43dd8448eb211c80319c")
+	// A message with a priority shows it; one of the default priority shows none.
+	if err := p.Queue().Enqueue(t.Context(), mq.Message{Queue: "urgent", Payload: []byte("x"), Priority: 7}); err != nil {
+		t.Fatal(err)
+	}
+	f.page(t, "/queue?name=urgent", "priority 7")
+	if body := f.page(t, "/queue?name=traced", "trace"); strings.Contains(body, "priority") {
+		t.Error("a message of the default priority shows a priority")
+	}
 }

@@ -220,8 +220,10 @@ func (s *session) peek(ctx context.Context, queue string, o mq.PeekOptions, dead
 	// Peek shows the failure columns when the page holds a failed message or a dead
 	// letter; dead-letters always does, with the failure times.
 	failed := dead
+	prioritized := false // the page holds a message with a priority: show the column
 	for _, m := range page {
 		failed = failed || m.OriginQueue != "" || m.LastError != ""
+		prioritized = prioritized || m.Priority != 0
 	}
 	tw := &table{w: s.out}
 	head := []string{"ID", "KEY", "ATTEMPT", "ENQUEUED", "VISIBLE", "LOCKED", "TAG"}
@@ -229,6 +231,9 @@ func (s *session) peek(ctx context.Context, queue string, o mq.PeekOptions, dead
 		head = []string{"ID", "KEY", "ATTEMPT", "ORIGIN", "DEAD-LETTERED", "FIRST FAILED", "LAST FAILED", "TAG"}
 	} else if failed {
 		head = append(head, "ORIGIN")
+	}
+	if prioritized {
+		head = append(head, "PRIORITY")
 	}
 	if payload {
 		head = append(head, "PAYLOAD")
@@ -246,6 +251,9 @@ func (s *session) peek(ctx context.Context, queue string, o mq.PeekOptions, dead
 			if failed {
 				row = append(row, cell(m.OriginQueue))
 			}
+		}
+		if prioritized {
+			row = append(row, strconv.Itoa(m.Priority))
 		}
 		if payload {
 			row = append(row, payloadCell(m.Payload))

@@ -49,7 +49,7 @@ func fillQueues(t *testing.T, p *adapter.Provider) (locked int64) {
 		mq.Message{Queue: "orders", RoutingKey: "cust-a", Payload: []byte("a2")},
 		mq.Message{Queue: "orders", RoutingKey: "cust-a", Payload: []byte("a3")},
 		mq.Message{Queue: "orders", RoutingKey: "cust-b", Payload: []byte("b1"), Tag: "gpu"},
-		mq.Message{Queue: "orders", Payload: []byte("later"), Delay: time.Hour},
+		mq.Message{Queue: "orders", Payload: []byte("later"), Delay: time.Hour, Priority: -3},
 	))
 	b, err := q.DequeueBatch(ctx, "orders", mq.DequeueOptions{LockTimeout: time.Hour})
 	must(err)
@@ -264,7 +264,7 @@ func queuesScenario(t *testing.T, c *qcli, locked int64) {
 			}
 		}
 		if p := all.Messages; string(p[0].Payload) != "plain text" || !bytes.Equal(p[1].Payload, []byte{0xff, 0, 1}) ||
-			p[2].RoutingKey != "cust-a" || p[5].Tag != "gpu" || !p[6].VisibleAt.After(time.Now().Add(50*time.Minute)) {
+			p[2].RoutingKey != "cust-a" || p[5].Tag != "gpu" || !p[6].VisibleAt.After(time.Now().Add(50*time.Minute)) || p[6].Priority != -3 {
 			t.Errorf("peeked %+v", p)
 		}
 		for _, n := range []int{1, 3, 7, 100} {
@@ -305,8 +305,13 @@ func queuesScenario(t *testing.T, c *qcli, locked int64) {
 		}
 		out := c.run("peek", "orders")
 		if strings.Contains(out, "plain text") || strings.Contains(out, "LAST ERROR") || !strings.Contains(out, "gpu") ||
-			!strings.HasPrefix(strings.Join(strings.Fields(out), " "), "ID KEY ATTEMPT ENQUEUED VISIBLE LOCKED TAG "+strconv.FormatInt(ids[0], 10)+" ") {
+			!strings.HasPrefix(strings.Join(strings.Fields(out), " "), "ID KEY ATTEMPT ENQUEUED VISIBLE LOCKED TAG PRIORITY "+strconv.FormatInt(ids[0], 10)+" ") ||
+			!strings.HasSuffix(strings.Join(strings.Fields(out), " "), " -3") {
 			t.Errorf("peek orders printed:\n%s", out)
+		}
+		// The priority column shows only on a page that holds a message with one.
+		if out := c.run("peek", "orders", "-state", "ready"); strings.Contains(out, "PRIORITY") {
+			t.Errorf("peek orders -state ready, of default priorities only, printed:\n%s", out)
 		}
 		out = c.run("peek", "orders", "-payload")
 		if !strings.Contains(out, "plain text") || !strings.Contains(out, "0xff0001") || !strings.Contains(out, "PAYLOAD") {

@@ -128,3 +128,44 @@ func Example_dedup() {
 	fmt.Println("charged:", string(b.Messages[0].Payload), "· pending after the retry:", st.Ready)
 	// Output: charged: charge order-42 · pending after the retry: 0
 }
+
+// Priorities (README): an urgent job overtakes the backlog, a background one waits
+// for it to drain.
+func Example_priorities() {
+	dir, err := os.MkdirTemp("", "duroq-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	q, err := sqlite.Open(filepath.Join(dir, "app.db"), sqlite.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close()
+
+	if err := q.Enqueue(ctx,
+		mq.Message{Queue: "jobs", Payload: []byte("nightly report")}, // priority 0, the default
+		mq.Message{Queue: "jobs", Payload: []byte("reindex"), Priority: -5},
+		mq.Message{Queue: "jobs", Payload: []byte("password reset"), Priority: 10},
+	); err != nil {
+		panic(err)
+	}
+	for {
+		b, err := q.DequeueBatch(ctx, "jobs", mq.DequeueOptions{})
+		if err != nil {
+			panic(err)
+		}
+		if b == nil {
+			break
+		}
+		fmt.Printf("%s (priority %d)\n", b.Messages[0].Payload, b.Messages[0].Priority)
+		if err := q.Ack(ctx, b.Token); err != nil {
+			panic(err)
+		}
+	}
+	// Output:
+	// password reset (priority 10)
+	// nightly report (priority 0)
+	// reindex (priority -5)
+}

@@ -578,6 +578,7 @@ func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]
 		Key            sql.NullString `db:"message_key"`
 		TraceParent    sql.NullString `db:"trace_parent"`
 		LimitGroup     sql.NullString `db:"limit_group"`
+		Priority       int            `db:"priority"`
 		LastError      sql.NullString `db:"last_error"`
 		FirstFailedAt  sql.NullInt64  `db:"first_failed_at"`
 		LastFailedAt   sql.NullInt64  `db:"last_failed_at"`
@@ -587,7 +588,7 @@ func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]
 	err = q.exec(ctx, op, func() error {
 		rows = rows[:0]
 		return sqlx.SelectContext(ctx, q.db, &rows, `SELECT id, routing_key, payload, attempts, enqueued_at, visible_at,
-				lock_token IS NOT NULL AND locked_until > $4 AS locked, tag, session, message_key, trace_parent, limit_group,
+				lock_token IS NOT NULL AND locked_until > $4 AS locked, tag, session, message_key, trace_parent, limit_group, priority,
 				last_error, first_failed_at, last_failed_at, origin_queue, dead_lettered_at
 			FROM mq_messages WHERE `+where+` ORDER BY id LIMIT $3`, args...)
 	})
@@ -602,7 +603,7 @@ func (q *Queue) Peek(ctx context.Context, queue string, opts mq.PeekOptions) ([]
 		infos[i] = mq.MessageInfo{ID: r.ID, Queue: queue, RoutingKey: r.RoutingKey.String, Payload: r.Payload,
 			Attempt: r.Attempts, EnqueuedAt: fromMicros(r.EnqueuedAt), VisibleAt: fromMicros(r.VisibleAt), Locked: r.Locked,
 			Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.TraceParent.String, LimitGroup: r.LimitGroup.String,
-			LastError:     r.LastError.String,
+			Priority: r.Priority, LastError: r.LastError.String,
 			FirstFailedAt: optMicros(r.FirstFailedAt), LastFailedAt: optMicros(r.LastFailedAt),
 			OriginQueue: r.OriginQueue.String, DeadLetteredAt: optMicros(r.DeadLetteredAt)}
 	}

@@ -407,12 +407,14 @@ type claimed struct {
 	Key        sql.NullString `db:"message_key"`
 	Trace      sql.NullString `db:"trace_parent"`
 	Group      sql.NullString `db:"limit_group"`
+	Priority   sql.NullInt64  `db:"priority"`
 }
 
 // delivery is message id as claimed, with session (if any).
 func (c claimed) delivery(id int64, session sql.NullString) mq.Delivery {
 	return delivery(lockedRow{ID: id, Payload: c.Payload, Attempts: int(c.Attempts.Int64),
-		EnqueuedAt: c.EnqueuedAt.Int64, Tag: c.Tag, Session: session, Key: c.Key, Trace: c.Trace, Group: c.Group})
+		EnqueuedAt: c.EnqueuedAt.Int64, Tag: c.Tag, Session: session, Key: c.Key, Trace: c.Trace, Group: c.Group,
+		Priority: int(c.Priority.Int64)})
 }
 
 // candidate is the row of the candidate statement: the oldest eligible message (if
@@ -444,6 +446,7 @@ type lockedRow struct {
 	Key        sql.NullString `db:"message_key"`
 	Trace      sql.NullString `db:"trace_parent"`
 	Group      sql.NullString `db:"limit_group"`
+	Priority   int            `db:"priority"`
 }
 
 // attempt is one dequeue attempt in tx for one batch, which may be a session
@@ -504,7 +507,8 @@ func delivery(r lockedRow) mq.Delivery {
 		r.Payload = []byte{}
 	}
 	return mq.Delivery{ID: r.ID, Payload: r.Payload, Attempt: r.Attempts, EnqueuedAt: fromMicros(r.EnqueuedAt),
-		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.Trace.String, LimitGroup: r.Group.String}
+		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.Trace.String, LimitGroup: r.Group.String,
+		Priority: r.Priority}
 }
 
 // candidateQuery renders the candidate statement of attempt.
@@ -522,10 +526,7 @@ func candidateQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now ti
 	eligible := eligibleFrom(opts, ex, &a, pq, pnow, powner)
 	var sb strings.Builder
 	sb.WriteString(`WITH c AS MATERIALIZED (
-	SELECT m.id, m.routing_key, m.session, m.visible_at ` + eligible + `
-	ORDER BY m.visible_at, m.id
-	LIMIT 1
-	FOR UPDATE OF m SKIP LOCKED
+	` + phasedScan("m.id, m.routing_key, m.session, m.visible_at, m.priority", eligible, "1") + `
 )`)
 	claim := "c.routing_key IS NULL"
 	sessionCols, sessionJoin := "", ""
@@ -535,7 +536,7 @@ func candidateQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now ti
 		// its first message wins (the others skip rows being taken). The upsert then
 		// claims the session unless another owner holds a live lease on it (the
 		// candidate's snapshot may be older than that owner's claim).
-		older := fmt.Sprintf("p.queue = %s AND p.session = c.session AND p.visible_at <= %s AND (p.visible_at, p.id) < (c.visible_at, c.id)", pq, pnow)
+		older := fmt.Sprintf("p.queue = %s AND p.session = c.session AND p.visible_at <= %s AND (-p.priority, p.visible_at, p.id) < (-c.priority, c.visible_at, c.id)", pq, pnow)
 		if tags := tagCondition(opts.Tags, "p.tag", &a); tags != "" {
 			older += " AND " + tags
 		}
@@ -562,11 +563,11 @@ sc AS (
 u AS (
 	UPDATE mq_messages m SET lock_token = %[1]s::uuid, locked_until = %[2]s::bigint, visible_at = %[2]s::bigint, attempts = m.attempts + 1
 	FROM c WHERE m.id = c.id AND %[3]s
-	RETURNING m.id, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group
+	RETURNING m.id, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group, m.priority
 )
 SELECT c.id, c.routing_key, c.session,
 	CASE WHEN c.routing_key IS NOT NULL THEN pg_try_advisory_xact_lock(%[4]s) END AS key_locked,
-	u.id IS NOT NULL AS claimed, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent, u.limit_group,
+	u.id IS NOT NULL AS claimed, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent, u.limit_group, u.priority,
 	CASE WHEN c.id IS NULL THEN %[10]s END AS next_visible%[7]s%[8]s
 FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
 		ptoken, puntil, claim, keyLockID(pq, "c.routing_key"), pq, pnow, asyncCommit, sessionCols, sessionJoin,
@@ -606,6 +607,36 @@ func eligibleFrom(opts mq.DequeueOptions, ex *exclusions, a *sqlArgs, pq, pnow, 
 	return sb.String()
 }
 
+// priorityPhases split a scan by the sign of the priority, in eligibility order:
+// positive priorities from the partial index mq_messages_urgent, zero from
+// mq_messages_ready, negative ones from mq_messages_deferred. cond is the condition
+// of the phase (which implies its index's), order the order it is read in.
+var priorityPhases = []struct{ cond, order string }{
+	{"m.priority > 0", "m.priority DESC, m.visible_at, m.id"},
+	{"m.priority = 0", "m.visible_at, m.id"},
+	{"m.priority < 0", "m.priority DESC, m.visible_at, m.id"},
+}
+
+// phasedScan renders a scan that locks (FOR UPDATE SKIP LOCKED) up to limit rows
+// (an SQL expression) of eligible, eligibleFrom's FROM and WHERE, in eligibility
+// order, returning cols: the priority phases, each an ordered and limited branch
+// of a UNION ALL under the same limit. PostgreSQL runs the branches of an Append in
+// turn and stops pulling rows, so locking none more, once the limit is reached: a
+// queue without priorities costs an empty probe of mq_messages_urgent, and the
+// scan of mq_messages_ready it had before priorities (and, when that finds fewer
+// than limit rows, an empty probe of mq_messages_deferred).
+func phasedScan(cols, eligible, limit string) string {
+	branches := make([]string, len(priorityPhases))
+	for i, ph := range priorityPhases {
+		branches[i] = fmt.Sprintf(`SELECT * FROM (SELECT %s %s
+		AND %s
+		ORDER BY %s
+		LIMIT %s
+		FOR UPDATE OF m SKIP LOCKED) AS p%d`, cols, eligible, ph.cond, ph.order, limit, i)
+	}
+	return `SELECT * FROM (` + strings.Join(branches, "\n\tUNION ALL ") + `) AS p LIMIT ` + limit
+}
+
 // nextVisible renders when a scan that found nothing should look again: after
 // contendedRetry if eligible messages, eligibleFrom's FROM and WHERE, exist in its
 // snapshot (the scan skipped them: other transactions had them locked, claiming
@@ -626,6 +657,8 @@ type scanned struct {
 	ID    sql.NullInt64  `db:"id"`
 	Token sql.NullString `db:"token"`
 	claimed
+	// Batch is the rank of the message's (or key's) batch in eligibility order.
+	Batch      sql.NullInt64  `db:"batch"`
 	RoutingKey sql.NullString `db:"routing_key"`
 	Won        sql.NullBool   `db:"won"`
 	Next       sql.NullInt64  `db:"next_visible"`
@@ -668,14 +701,18 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 	var (
 		won  []string
 		read int64
+		// The ranks of the batches in eligibility order: by token (un-keyed) and by key.
+		tokenRank, keyRank = map[string]int64{}, map[string]int64{}
 	)
 	for _, r := range rows {
 		switch {
 		case r.ID.Valid:
 			bs = append(bs, &mq.Batch{Queue: queue, Token: r.Token.String, LockedUntil: fromMicros(until),
 				Messages: []mq.Delivery{r.delivery(r.ID.Int64, sql.NullString{})}})
+			tokenRank[r.Token.String] = r.Batch.Int64
 		case r.RoutingKey.Valid && r.Won.Bool:
 			won = append(won, r.RoutingKey.String)
+			keyRank[r.RoutingKey.String] = r.Batch.Int64
 		case r.RoutingKey.Valid:
 			lost = append(lost, r.RoutingKey.String)
 		default:
@@ -699,7 +736,13 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 		bs, missed = append(bs, keyed...), notTaken
 	}
 	// Batches in eligibility order, as one at a time would have taken them.
-	slices.SortFunc(bs, func(a, b *mq.Batch) int { return cmp.Compare(a.Messages[0].ID, b.Messages[0].ID) })
+	rankOf := func(b *mq.Batch) int64 {
+		if b.RoutingKey != "" {
+			return keyRank[b.RoutingKey]
+		}
+		return tokenRank[b.Token]
+	}
+	slices.SortFunc(bs, func(a, b *mq.Batch) int { return cmp.Compare(rankOf(a), rankOf(b)) })
 	return bs, next, nil, missed, nil
 }
 
@@ -712,46 +755,43 @@ func scanQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now time.Ti
 	var a sqlArgs
 	pq, pnow := a.p(queue), a.p(micros(now))
 	eligible := eligibleFrom(opts, ex, &a, pq, pnow, "")
-	var sb strings.Builder
-	sb.WriteString(`WITH c AS MATERIALIZED (
-	SELECT m.id, m.routing_key, m.visible_at ` + eligible)
 	asyncCommit := "NULL::text"
 	if async {
 		asyncCommit = "set_config('synchronous_commit', 'off', true)"
 	}
-	// r numbers the batches by their first message in eligibility order.
-	fmt.Fprintf(&sb, `
-	ORDER BY m.visible_at, m.id
-	LIMIT %[1]s
-	FOR UPDATE OF m SKIP LOCKED
+	// r numbers the batches in eligibility order by their first message, a key's
+	// most urgent one: a key competes with it.
+	return fmt.Sprintf(`WITH c AS MATERIALIZED (
+	%[1]s
 ),
 r AS MATERIALIZED (
-	SELECT g.id, g.routing_key FROM (
-		SELECT f.id, f.routing_key, dense_rank() OVER (ORDER BY f.first_at, f.first_id) AS batch FROM (
-			SELECT c.id, c.routing_key, first_value(c.visible_at) OVER w AS first_at, first_value(c.id) OVER w AS first_id
-			FROM c WINDOW w AS (PARTITION BY c.routing_key, CASE WHEN c.routing_key IS NULL THEN c.id END ORDER BY c.visible_at, c.id)
+	SELECT g.id, g.routing_key, g.batch FROM (
+		SELECT f.id, f.routing_key, dense_rank() OVER (ORDER BY f.first_priority DESC, f.first_at, f.first_id) AS batch FROM (
+			SELECT c.id, c.routing_key, first_value(c.priority) OVER w AS first_priority,
+				first_value(c.visible_at) OVER w AS first_at, first_value(c.id) OVER w AS first_id
+			FROM c WINDOW w AS (PARTITION BY c.routing_key, CASE WHEN c.routing_key IS NULL THEN c.id END ORDER BY c.priority DESC, c.visible_at, c.id)
 		) f
 	) g WHERE g.batch <= %[2]s
 ),
 kl AS MATERIALIZED (
-	SELECT d.routing_key, pg_try_advisory_xact_lock(%[3]s) AS won
-	FROM (SELECT DISTINCT r.routing_key FROM r WHERE r.routing_key IS NOT NULL) d
+	SELECT d.routing_key, d.batch, pg_try_advisory_xact_lock(%[3]s) AS won
+	FROM (SELECT DISTINCT r.routing_key, r.batch FROM r WHERE r.routing_key IS NOT NULL) d
 ),
 u AS (
 	UPDATE mq_messages m SET lock_token = gen_random_uuid(), locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
 	FROM r WHERE m.id = r.id AND r.routing_key IS NULL AND NOT EXISTS (SELECT 1 FROM kl WHERE NOT kl.won)
-	RETURNING m.id, m.lock_token, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group
+	RETURNING m.id, m.lock_token, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group, m.priority, r.batch
 )
-SELECT u.id, u.lock_token::text AS token, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent, u.limit_group,
+SELECT u.id, u.lock_token::text AS token, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent, u.limit_group, u.priority, u.batch,
 	NULL::text AS routing_key, NULL::boolean AS won, NULL::bigint AS next_visible, NULL::bigint AS scanned, NULL::text AS async_commit FROM u
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.routing_key, kl.won, NULL, NULL, NULL FROM kl
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.batch, kl.routing_key, kl.won, NULL, NULL, NULL FROM kl
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN %[5]s END,
-	(SELECT count(*) FROM c), %[6]s`, a.p(int64(scan)), a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until),
-		nextVisible(eligible, pq, pnow, &a), asyncCommit)
-	return sb.String(), a
+	(SELECT count(*) FROM c), %[6]s`,
+		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", eligible, a.p(int64(scan))),
+		a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), nextVisible(eligible, pq, pnow, &a), asyncCommit), a
 }
 
 // lockKeys takes keys of queue, whose advisory locks tx holds, each for a new token
@@ -805,7 +845,7 @@ pick AS (
 UPDATE mq_messages m SET lock_token = pick.lock_token, locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
 FROM pick WHERE m.id = pick.id
 RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key, m.trace_parent,
-	m.limit_group`,
+	m.limit_group, m.priority`,
 		pq, pkeys, ptokens, puntil, pnow, attr, tags, pmax, pbytes)
 	var rows []lockedRow
 	if err := sqlx.SelectContext(ctx, tx, &rows, query, a...); err != nil {

@@ -68,11 +68,16 @@
 // DequeueBatch and DequeueBatches make attempts, each one short transaction of two
 // statements whatever the number of batches:
 //
-//  1. The scan statement picks the oldest eligible messages (visible_at, id) with
-//     SELECT ... FOR UPDATE SKIP LOCKED, joined with the routing-key rows for the
-//     key-lock and attribute conditions, so rows other consumers are taking are
-//     skipped, never waited for. It keeps the messages of the first max batches (an
-//     un-keyed message is a batch, a routing key's messages are one) and tries the
+//  1. The scan statement picks the first eligible messages in eligibility order
+//     (priority, visible_at, id) with SELECT ... FOR UPDATE SKIP LOCKED: a UNION ALL
+//     of three ordered, limited branches, the positive priorities (a partial index),
+//     priority 0 (the (queue, visible_at, id) index) and the negative ones (another
+//     partial index), which PostgreSQL reads in turn only until it has enough rows,
+//     so a queue without priorities reads its ready index as before priorities. It
+//     is joined with the routing-key rows for the key-lock and attribute
+//     conditions, so rows other consumers are taking are skipped, never waited for.
+//     It keeps the messages of the first max batches (an un-keyed message is a
+//     batch, a routing key's messages are one, ranked by its most urgent) and tries the
 //     advisory lock of each of their routing keys, pg_try_advisory_xact_lock on a
 //     hash of (schema, queue, routing key), which never waits. If it won every key,
 //     the same statement claims each un-keyed message under a token of its own. It
@@ -95,12 +100,12 @@
 // way. After 32 lost attempts DequeueBatch reports what it holds, or nothing for now
 // and, in a long poll, looks again 5 ms later.
 //
-// A session message is taken alone, first: the oldest eligible message is picked as
+// A session message is taken alone, first: the first eligible message is picked as
 // above, and an un-keyed one is claimed together with its session, by an upsert
 // guarded by "no other owner holds a live lease". A session the owner does not hold
-// yet is claimed only with its oldest eligible message, so when owners race for a
-// session, the one that picked its first message wins; an attempt whose session has
-// an older message being claimed right now retries the session a millisecond later
+// yet is claimed only with its first eligible message (in eligibility order), so
+// when owners race for a session, the one that picked its first message wins; an
+// attempt whose session has an earlier message being claimed right now retries the session a millisecond later
 // instead (the claimant may be the same owner, whose goroutines share the session).
 // The batches after it take no session message, so a transaction claims or touches
 // at most one session row. A session attempt that loses is undone with its

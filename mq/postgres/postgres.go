@@ -317,27 +317,27 @@ const insertChunk = 1000
 
 // insertSQL stores messages given as parallel arrays, in array order (ids follow
 // it).
-const insertSQL = `INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent, limit_group)
-	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at, m.trace_parent, m.limit_group
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[], $10::text[])
-		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, limit_group, ord)
+const insertSQL = `INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent, limit_group, priority)
+	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at, m.trace_parent, m.limit_group, m.priority
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[], $10::text[], $11::integer[])
+		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, limit_group, priority, ord)
 	ORDER BY m.ord`
 
-// insertDedupSQL is insertSQL for messages of which some have a DedupID ($11, with
-// its expiry $12): the ids their queue does not remember (or has let expire) are
+// insertDedupSQL is insertSQL for messages of which some have a DedupID ($12, with
+// its expiry $13): the ids their queue does not remember (or has let expire) are
 // remembered, and only their messages and those without an id are stored; the
 // others are duplicates. One statement: the ids and the messages commit together.
 const insertDedupSQL = `WITH d AS (
 	INSERT INTO mq_dedup AS x (queue, dedup_id, expires_at)
-	SELECT u.queue, u.dedup_id, u.expires_at FROM unnest($1::text[], $11::text[], $12::bigint[]) AS u(queue, dedup_id, expires_at)
+	SELECT u.queue, u.dedup_id, u.expires_at FROM unnest($1::text[], $12::text[], $13::bigint[]) AS u(queue, dedup_id, expires_at)
 	WHERE u.dedup_id IS NOT NULL
 	ON CONFLICT (queue, dedup_id) DO UPDATE SET expires_at = excluded.expires_at WHERE x.expires_at <= $7::bigint
 	RETURNING x.queue, x.dedup_id
 )
-INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent, limit_group)
-	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at, m.trace_parent, m.limit_group
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[], $10::text[], $11::text[])
-		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, limit_group, dedup_id, ord)
+INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent, limit_group, priority)
+	SELECT m.queue, m.routing_key, m.message_key, m.session, m.tag, m.payload, $7::bigint, m.visible_at, m.trace_parent, m.limit_group, m.priority
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[], $8::bigint[], $9::text[], $10::text[], $11::integer[], $12::text[])
+		WITH ORDINALITY AS m(queue, routing_key, message_key, session, tag, payload, visible_at, trace_parent, limit_group, priority, dedup_id, ord)
 	WHERE m.dedup_id IS NULL OR EXISTS (SELECT 1 FROM d WHERE d.queue = m.queue AND d.dedup_id = m.dedup_id)
 	ORDER BY m.ord`
 
@@ -426,6 +426,7 @@ func (q *Queue) insert(ctx context.Context, ex sqlx.ExecerContext, msgs []mq.Mes
 			visible  = make([]int64, n)
 			traces   = make([]*string, n)
 			groups   = make([]*string, n)
+			prios    = make([]int32, n)
 		)
 		for i, m := range chunk {
 			queues[i], routing[i], keys[i], sessions[i], tags[i] = m.Queue, nullable(m.RoutingKey), nullable(m.Key), nullable(m.Session), nullable(m.Tag)
@@ -435,8 +436,9 @@ func (q *Queue) insert(ctx context.Context, ex sqlx.ExecerContext, msgs []mq.Mes
 			}
 			visible[i] = micros(now.Add(m.Delay))
 			traces[i], groups[i] = nullable(m.TraceParent), nullable(m.LimitGroup)
+			prios[i] = int32(m.Priority) // within [mq.MinPriority, mq.MaxPriority]
 		}
-		args := []any{queues, routing, keys, sessions, tags, payloads, micros(now), visible, traces, groups}
+		args := []any{queues, routing, keys, sessions, tags, payloads, micros(now), visible, traces, groups, prios}
 		query := insertSQL
 		if slices.ContainsFunc(chunk, func(m mq.Message) bool { return m.DedupID != "" }) {
 			ids, until := make([]*string, n), make([]int64, n)

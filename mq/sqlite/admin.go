@@ -28,6 +28,7 @@ type infoRow struct {
 	Key            sql.NullString `db:"message_key"`
 	TraceParent    sql.NullString `db:"trace_parent"`
 	LimitGroup     sql.NullString `db:"limit_group"`
+	Priority       int            `db:"priority"`
 	LastError      sql.NullString `db:"last_error"`
 	FirstFailedAt  sql.NullInt64  `db:"first_failed_at"`
 	LastFailedAt   sql.NullInt64  `db:"last_failed_at"`
@@ -36,7 +37,8 @@ type infoRow struct {
 }
 
 const infoColumns = `id, queue, routing_key, payload, attempts, enqueued_at, visible_at, lock_token, locked_until,
-	tag, session, message_key, trace_parent, limit_group, last_error, first_failed_at, last_failed_at, origin_queue, dead_lettered_at`
+	tag, session, message_key, trace_parent, limit_group, priority, last_error, first_failed_at, last_failed_at, origin_queue,
+	dead_lettered_at`
 
 func optMicros(v sql.NullInt64) time.Time {
 	if !v.Valid {
@@ -53,7 +55,7 @@ func (r infoRow) info(now int64) mq.MessageInfo {
 	return mq.MessageInfo{ID: r.ID, Queue: r.Queue, RoutingKey: r.RoutingKey.String, Payload: payload, Attempt: r.Attempts,
 		EnqueuedAt: fromMicros(r.EnqueuedAt), VisibleAt: fromMicros(r.VisibleAt), Locked: r.Token.Valid && r.LockedUntil.Int64 > now,
 		Tag: r.Tag.String, Session: r.Session.String, Key: r.Key.String, TraceParent: r.TraceParent.String, LimitGroup: r.LimitGroup.String,
-		LastError:     r.LastError.String,
+		Priority: r.Priority, LastError: r.LastError.String,
 		FirstFailedAt: optMicros(r.FirstFailedAt), LastFailedAt: optMicros(r.LastFailedAt),
 		OriginQueue: r.OriginQueue.String, DeadLetteredAt: optMicros(r.DeadLetteredAt)}
 }

@@ -250,6 +250,7 @@ type lockedRow struct {
 	session    sql.NullString
 	trace      sql.NullString // the producer's traceparent
 	group      sql.NullString // the limit group
+	priority   int
 }
 
 func (r *lockedRow) delivery() mq.Delivery {
@@ -257,7 +258,8 @@ func (r *lockedRow) delivery() mq.Delivery {
 		r.payload = []byte{}
 	}
 	return mq.Delivery{ID: r.id, Payload: r.payload, Attempt: r.attempts, EnqueuedAt: fromMicros(r.enqueuedAt),
-		Tag: r.tag.String, Session: r.session.String, Key: r.key.String, TraceParent: r.trace.String, LimitGroup: r.group.String}
+		Tag: r.tag.String, Session: r.session.String, Key: r.key.String, TraceParent: r.trace.String, LimitGroup: r.group.String,
+		Priority: r.priority}
 }
 
 // candidate is the first message the scan found of a batch.
@@ -279,30 +281,58 @@ const (
 	scanRows    = 4096
 )
 
+// A priority phase is the part of the candidate scan that reads the messages of one
+// sign of priority, in eligibility order, from an index of its own: positive ones
+// from mq_messages_urgent, zero from mq_messages_ready, negative ones from
+// mq_messages_deferred. The scan reads the phases in that order, so that a queue
+// without priorities reads mq_messages_ready as it did before priorities (after an
+// empty probe of mq_messages_urgent). SQLite uses a partial index only for a
+// condition that repeats the index's literally: cond does.
+type phase struct{ cond, order string }
+
+var phases = []phase{
+	{"m.priority > 0", "m.priority DESC, m.visible_at, m.id"},
+	{"m.priority = 0", "m.visible_at, m.id"},
+	{"m.priority < 0", "m.priority DESC, m.visible_at, m.id"},
+}
+
 // candidatesSQL scans the eligible messages of a queue in eligibility order, none
-// while the queue is paused; cond adds the conditions of the options (see filters),
-// which need the session leases if sessions is set. The pause check does not
-// depend on the message: SQLite evaluates it once, one probe of mq_paused's key.
+// while the queue is paused: the phases one after the other, each an ordered,
+// limited branch of a UNION ALL, which SQLite runs in turn and only as far as the
+// caller reads. cond adds the conditions of the options (see filters), which need
+// the session leases if sessions is set. Its parameters are phaseSQL's, once per
+// phase.
 func candidatesSQL(cond string, sessions bool) string {
+	branches := make([]string, len(phases))
+	for i, ph := range phases {
+		branches[i] = "SELECT * FROM (" + phaseSQL(ph, cond, sessions) + ")"
+	}
+	return strings.Join(branches, "\n\t\tUNION ALL ")
+}
+
+// phaseSQL scans the eligible messages of ph. The pause check does not depend on
+// the message: SQLite evaluates it once, one probe of mq_paused's key.
+func phaseSQL(ph phase, cond string, sessions bool) string {
 	join := ""
 	if sessions {
 		join = `LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session`
 	}
-	return `SELECT m.id, m.routing_key, m.session, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group,
+	return `SELECT m.id, m.routing_key, m.session, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group, m.priority,
 			length(m.payload), CASE WHEN length(m.payload) <= ` + strconv.Itoa(scanPayload) + ` THEN m.payload END
 		FROM mq_messages m
 		LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
 		` + join + `
-		WHERE m.queue = ? AND m.visible_at <= ?
+		WHERE m.queue = ? AND ` + ph.cond + ` AND m.visible_at <= ?
 		  AND NOT EXISTS (SELECT 1 FROM mq_paused p WHERE p.queue = ?)
 		  AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= ?)` + cond + `
-		ORDER BY m.visible_at, m.id LIMIT ?`
+		ORDER BY ` + ph.order + ` LIMIT ?`
 }
 
 // candidates streams the scan in eligibility order and stops at want batches: a
-// key's first message stands for the key's batch, its repeats join the key's rows.
-// Then one statement checks which keys have no other visible message. A first
-// message of a blocked limit group is skipped.
+// key's first message (its most urgent) stands for the key's batch, its others join
+// the key's rows, which bounded puts back in id order. Then one statement checks
+// which keys have no other visible message. The messages of blocked limit groups
+// are left out of the scan.
 func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, want int, now int64, blocked []string) ([]candidate, error) {
 	cond, condArgs := filters(opts, now)
 	if cond != "" {
@@ -321,7 +351,12 @@ func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts 
 			limit = want * opts.MaxMessages // as many as the batches could take
 		}
 	}
-	scan, err := q.stmts.Query(ctx, tx, candidatesSQL(cond, opts.Session != nil), append(append([]any{queue, now, queue, now}, condArgs...), limit)...)
+	phaseArgs := append(append([]any{queue, now, queue, now}, condArgs...), limit)
+	var args []any
+	for range phases {
+		args = append(args, phaseArgs...)
+	}
+	scan, err := q.stmts.Query(ctx, tx, candidatesSQL(cond, opts.Session != nil), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +365,7 @@ func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts 
 	for len(candidates) < want && scan.Next() {
 		var r lockedRow
 		var routingKey sql.NullString
-		if err := scan.Scan(&r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.group, &r.size, &r.payload); err != nil {
+		if err := scan.Scan(&r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.group, &r.priority, &r.size, &r.payload); err != nil {
 			scan.Close()
 			return nil, err
 		}
@@ -526,7 +561,7 @@ func lockIDsSQL(n int, returning bool) string {
 // limit.
 const lockIDsChunk = 8192
 
-const lockReturning = ` RETURNING id, lock_token, payload, attempts, enqueued_at, tag, message_key, trace_parent, limit_group`
+const lockReturning = ` RETURNING id, lock_token, payload, attempts, enqueued_at, tag, message_key, trace_parent, limit_group, priority`
 
 // scanLocked reads the rows a locking statement returns.
 func scanLocked(rows *sql.Rows, err error) ([]lockedRow, error) {
@@ -536,7 +571,7 @@ func scanLocked(rows *sql.Rows, err error) ([]lockedRow, error) {
 	var locked []lockedRow
 	for rows.Next() {
 		var r lockedRow
-		if err := rows.Scan(&r.id, &r.token, &r.payload, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.group); err != nil {
+		if err := rows.Scan(&r.id, &r.token, &r.payload, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.group, &r.priority); err != nil {
 			rows.Close()
 			return nil, err
 		}

@@ -12,8 +12,8 @@ import (
 
 // TestStatementsUseTheirIndexes checks with EXPLAIN QUERY PLAN that the statements
 // whose cost must not grow with the queue search an index instead of scanning
-// mq_messages, on a database holding keyed, un-keyed and locked messages (and no
-// ANALYZE statistics, as in production).
+// mq_messages, on a database holding keyed, un-keyed, locked and prioritized
+// messages (and no ANALYZE statistics, as in production).
 func TestStatementsUseTheirIndexes(t *testing.T) {
 	q, err := Open(filepath.Join(t.TempDir(), "plan.db"), Options{})
 	if err != nil {
@@ -24,6 +24,9 @@ func TestStatementsUseTheirIndexes(t *testing.T) {
 	var msgs []mq.Message
 	for i := range 500 {
 		msgs = append(msgs, mq.Message{Queue: "q", Payload: []byte("p")}, mq.Message{Queue: "q", RoutingKey: fmt.Sprint("k", i%50), Payload: []byte("p")})
+		if i%10 == 0 {
+			msgs = append(msgs, mq.Message{Queue: "q", Payload: []byte("p"), Priority: i%3 - 1})
+		}
 	}
 	if err := q.Enqueue(ctx, msgs...); err != nil {
 		t.Fatal(err)
@@ -35,10 +38,14 @@ func TestStatementsUseTheirIndexes(t *testing.T) {
 		name, query string
 		want        []string // each must appear in the plan
 	}{
-		// The pause check is a subquery SQLite runs once, not one per message.
-		{"candidate scan", candidatesSQL("", false), []string{"SEARCH m USING INDEX mq_messages_ready (queue=? AND visible_at<?)",
+		// The pause check is a subquery SQLite runs once, not one per message. Each
+		// priority phase reads its index in that index's order (no sort; their order
+		// is TestCandidateScanPlan's).
+		{"candidate scan", candidatesSQL("", false), []string{"SEARCH m USING INDEX mq_messages_urgent (queue=? AND priority>?)",
+			"SEARCH m USING INDEX mq_messages_ready (queue=? AND visible_at<?)", "SEARCH m USING INDEX mq_messages_deferred (queue=? AND priority<?)",
 			"SCALAR SUBQUERY", "SEARCH p USING PRIMARY KEY (queue=?)"}},
-		{"candidate scan, sessions", candidatesSQL("", true), []string{"SEARCH m USING INDEX mq_messages_ready (queue=? AND visible_at<?)",
+		{"candidate scan, sessions", candidatesSQL("", true), []string{"SEARCH m USING INDEX mq_messages_urgent (queue=? AND priority>?)",
+			"SEARCH m USING INDEX mq_messages_ready (queue=? AND visible_at<?)", "SEARCH m USING INDEX mq_messages_deferred (queue=? AND priority<?)",
 			"SCALAR SUBQUERY", "SEARCH p USING PRIMARY KEY (queue=?)"}},
 		{"lock keys", lockKeysSQL(3, ""), []string{"SCAN t", "SEARCH m USING INDEX mq_messages_routing (queue=? AND routing_key=?)"}},
 		{"lock ids", lockIDsSQL(3, true), []string{"USING INTEGER PRIMARY KEY (rowid=?)"}},
@@ -67,8 +74,44 @@ func TestStatementsUseTheirIndexes(t *testing.T) {
 				if strings.Contains(line, "CORRELATED") && strings.Contains(c.name, "candidate") {
 					t.Errorf("the scan runs a subquery per message: %q in\n%s", line, plan)
 				}
+				if strings.Contains(line, "TEMP B-TREE") && strings.Contains(c.name, "candidate") {
+					t.Errorf("the scan sorts instead of reading its indexes in order: %q in\n%s", line, plan)
+				}
 			}
 		})
+	}
+}
+
+// TestCandidateScanPlan checks that the candidate scan reads its priority phases in
+// order, and that the phase of priority 0, all a queue without priorities reads,
+// has the very plan the scan had before priorities: one range of
+// mq_messages_ready.
+func TestCandidateScanPlan(t *testing.T) {
+	q, err := Open(filepath.Join(t.TempDir(), "plan.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	const sessionCond = " AND (m.session IS NULL OR s.session IS NULL OR s.locked_until <= ? OR s.owner = ?)"
+	plain := explain(t, q, phaseSQL(phases[1], sessionCond, true))
+	want := strings.Join([]string{
+		"SEARCH m USING INDEX mq_messages_ready (queue=? AND visible_at<?)",
+		"SCALAR SUBQUERY 1",
+		"SEARCH p USING PRIMARY KEY (queue=?)",
+		"SEARCH k USING PRIMARY KEY (queue=? AND routing_key=?) LEFT-JOIN",
+		"SEARCH s USING PRIMARY KEY (queue=? AND session=?) LEFT-JOIN",
+	}, "\n")
+	if plain != want {
+		t.Errorf("the plan of the priority-0 phase changed:\n%s\nwant\n%s", plain, want)
+	}
+	scan := explain(t, q, candidatesSQL(sessionCond, true))
+	last := -1
+	for _, index := range []string{"mq_messages_urgent", "mq_messages_ready", "mq_messages_deferred"} {
+		i := strings.Index(scan, "SEARCH m USING INDEX "+index)
+		if i <= last {
+			t.Fatalf("the scan does not read %s after the phases before it:\n%s", index, scan)
+		}
+		last = i
 	}
 }
 

@@ -241,7 +241,7 @@ func nullable(s string) any {
 	return s
 }
 
-// insertChunk bounds the rows of one INSERT (9 parameters each) well below
+// insertChunk bounds the rows of one INSERT (10 parameters each) well below
 // SQLite's parameter limit.
 const insertChunk = 256
 
@@ -273,19 +273,19 @@ func (q *Queue) insert(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.Me
 	}
 	for chunk := range slices.Chunk(msgs, insertChunk) {
 		var sb strings.Builder
-		sb.WriteString(`INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, attempts, lock_token, trace_parent, limit_group) VALUES `)
-		args := make([]any, 0, len(chunk)*9)
+		sb.WriteString(`INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, attempts, lock_token, trace_parent, limit_group, priority) VALUES `)
+		args := make([]any, 0, len(chunk)*11)
 		for i, m := range chunk {
 			if i > 0 {
 				sb.WriteString(",")
 			}
-			sb.WriteString("(?,?,?,?,?,?,?,?,0,NULL,?,?)")
+			sb.WriteString("(?,?,?,?,?,?,?,?,0,NULL,?,?,?)")
 			payload := m.Payload
 			if payload == nil {
 				payload = []byte{}
 			}
 			args = append(args, m.Queue, nullable(m.RoutingKey), nullable(m.Key), nullable(m.Session), nullable(m.Tag),
-				payload, micros(now), micros(now.Add(m.Delay)), nullable(m.TraceParent), nullable(m.LimitGroup))
+				payload, micros(now), micros(now.Add(m.Delay)), nullable(m.TraceParent), nullable(m.LimitGroup), m.Priority)
 		}
 		if _, err := q.stmts.Exec(ctx, tx, sb.String(), args...); err != nil {
 			if se, ok := errors.AsType[sqlite3.Error](err); ok && se.ExtendedCode == sqlite3.ErrConstraintUnique {
