@@ -417,7 +417,7 @@ func (c claimed) delivery(id int64, session sql.NullString) mq.Delivery {
 		Priority: int(c.Priority.Int64)})
 }
 
-// candidate is the row of the candidate statement: the oldest eligible message (if
+// candidate is the row of the candidate statement: the first eligible message (if
 // any), whether it was claimed already (un-keyed), whether its key's advisory lock
 // was won (keyed), and otherwise when the next message becomes visible.
 type candidate struct {
@@ -452,7 +452,7 @@ type lockedRow struct {
 // attempt is one dequeue attempt in tx for one batch, which may be a session
 // message (attemptMany takes the others):
 //
-//  1. the candidate statement picks the oldest eligible message with FOR UPDATE SKIP
+//  1. the candidate statement picks the first eligible message with FOR UPDATE SKIP
 //     LOCKED (rows other consumers are taking are skipped, never waited for). An
 //     un-keyed message is claimed by the same statement (for a session message,
 //     together with its session, unless another owner claimed the session first); a
@@ -669,7 +669,7 @@ type scanned struct {
 // attemptMany is one dequeue attempt in tx for up to max batches of messages
 // without a session, in two statements whatever max is:
 //
-//  1. the scan statement locks the oldest eligible messages with FOR UPDATE SKIP
+//  1. the scan statement locks the first eligible messages with FOR UPDATE SKIP
 //     LOCKED (rows other consumers are taking are skipped, never waited for), keeps
 //     those of the first max batches (an un-keyed message is a batch, a routing
 //     key's messages are one) and tries the advisory lock of each of their routing

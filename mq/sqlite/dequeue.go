@@ -284,40 +284,38 @@ const (
 // A priority phase is the part of the candidate scan that reads the messages of one
 // sign of priority, in eligibility order, from an index of its own: positive ones
 // from mq_messages_urgent, zero from mq_messages_ready, negative ones from
-// mq_messages_deferred. The scan reads the phases in that order, so that a queue
-// without priorities reads mq_messages_ready as it did before priorities (after an
-// empty probe of mq_messages_urgent). SQLite uses a partial index only for a
-// condition that repeats the index's literally: cond does.
+// mq_messages_deferred. SQLite uses a partial index only for a condition that
+// repeats the index's literally: cond does.
 type phase struct{ cond, order string }
 
-var phases = []phase{
-	{"m.priority > 0", "m.priority DESC, m.visible_at, m.id"},
-	{"m.priority = 0", "m.visible_at, m.id"},
-	{"m.priority < 0", "m.priority DESC, m.visible_at, m.id"},
-}
+var (
+	urgentPhase   = phase{"m.priority > 0", "m.priority DESC, m.visible_at, m.id"}
+	plainPhase    = phase{"m.priority = 0", "m.visible_at, m.id"}
+	deferredPhase = phase{"m.priority < 0", "m.priority DESC, m.visible_at, m.id"}
+)
 
-// candidatesSQL scans the eligible messages of a queue in eligibility order, none
-// while the queue is paused: the phases one after the other, each an ordered,
-// limited branch of a UNION ALL, which SQLite runs in turn and only as far as the
-// caller reads. cond adds the conditions of the options (see filters), which need
-// the session leases if sessions is set. Its parameters are phaseSQL's, once per
-// phase.
-func candidatesSQL(cond string, sessions bool) string {
-	branches := make([]string, len(phases))
-	for i, ph := range phases {
-		branches[i] = "SELECT * FROM (" + phaseSQL(ph, cond, sessions) + ")"
-	}
-	return strings.Join(branches, "\n\t\tUNION ALL ")
-}
-
-// phaseSQL scans the eligible messages of ph. The pause check does not depend on
+// phaseSQL scans the eligible messages of ph in eligibility order, none while the
+// queue is paused; cond adds the conditions of the options (see filters), which
+// need the session leases if sessions is set. The pause check does not depend on
 // the message: SQLite evaluates it once, one probe of mq_paused's key.
+//
+// Its first two columns say whether the queue has visible messages of positive
+// and of negative priority: two probes of the partial indexes, which the plain
+// phase makes (once per statement, their first four parameters) so that a queue
+// without priorities needs no other statement; the other phases return false.
+// Each statement costs as much again as its index work on SQLite, which is why
+// the phases are not one UNION ALL: its branches cost even when not reached.
 func phaseSQL(ph phase, cond string, sessions bool) string {
+	probes := "0, 0"
+	if ph == plainPhase {
+		probes = `EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = ? AND u.priority > 0 AND u.visible_at <= ?),
+			EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = ? AND u.priority < 0 AND u.visible_at <= ?)`
+	}
 	join := ""
 	if sessions {
 		join = `LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session`
 	}
-	return `SELECT m.id, m.routing_key, m.session, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group, m.priority,
+	return `SELECT ` + probes + `, m.id, m.routing_key, m.session, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group, m.priority,
 			length(m.payload), CASE WHEN length(m.payload) <= ` + strconv.Itoa(scanPayload) + ` THEN m.payload END
 		FROM mq_messages m
 		LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
@@ -333,6 +331,11 @@ func phaseSQL(ph phase, cond string, sessions bool) string {
 // the key's rows, which bounded puts back in id order. Then one statement checks
 // which keys have no other visible message. The messages of blocked limit groups
 // are left out of the scan.
+//
+// The scan starts with the plain phase, whose probes say whether the other phases
+// may find anything: a queue without priorities reads mq_messages_ready as it did
+// before priorities, in one statement. When the queue has visible messages of
+// positive priority, the scan starts again with them.
 func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, want int, now int64, blocked []string) ([]candidate, error) {
 	cond, condArgs := filters(opts, now)
 	if cond != "" {
@@ -351,46 +354,87 @@ func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts 
 			limit = want * opts.MaxMessages // as many as the batches could take
 		}
 	}
-	phaseArgs := append(append([]any{queue, now, queue, now}, condArgs...), limit)
-	var args []any
-	for range phases {
-		args = append(args, phaseArgs...)
+	var (
+		candidates []candidate
+		seen       = map[string]int{} // key → index in candidates
+	)
+	// read scans ph until the candidates reach want; found says it read a row,
+	// urgent and deferred are the plain phase's probes (of its first row).
+	read := func(ph phase) (found, urgent, deferred bool, err error) {
+		args := append(append([]any{queue, now, queue, now}, condArgs...), limit)
+		if ph == plainPhase {
+			args = append([]any{queue, now, queue, now}, args...)
+		}
+		scan, err := q.stmts.Query(ctx, tx, phaseSQL(ph, cond, opts.Session != nil), args...)
+		if err != nil {
+			return false, false, false, err
+		}
+		for len(candidates) < want && scan.Next() {
+			found = true
+			if err := q.scanCandidate(scan, &candidates, seen, &urgent, &deferred); err != nil {
+				scan.Close()
+				return false, false, false, err
+			}
+		}
+		return found, urgent, deferred, errors.Join(scan.Err(), scan.Close())
 	}
-	scan, err := q.stmts.Query(ctx, tx, candidatesSQL(cond, opts.Session != nil), args...)
+	found, urgent, deferred, err := read(plainPhase)
 	if err != nil {
 		return nil, err
 	}
-	var candidates []candidate
-	seen := map[string]int{} // key → index in candidates
-	for len(candidates) < want && scan.Next() {
-		var r lockedRow
-		var routingKey sql.NullString
-		if err := scan.Scan(&r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.group, &r.priority, &r.size, &r.payload); err != nil {
-			scan.Close()
+	if !found { // no row brought the probes: look
+		urgent, deferred = true, true
+	}
+	if urgent {
+		candidates, seen = nil, map[string]int{}
+		if _, _, _, err := read(urgentPhase); err != nil {
 			return nil, err
 		}
-		if !routingKey.Valid {
-			candidates = append(candidates, candidate{lockedRow: r})
-			continue
+		if found && len(candidates) < want {
+			if _, _, _, err := read(plainPhase); err != nil {
+				return nil, err
+			}
 		}
-		i, ok := seen[routingKey.String]
-		if !ok {
-			seen[routingKey.String] = len(candidates)
-			candidates = append(candidates, candidate{lockedRow: r, routingKey: routingKey, whole: r.size <= scanPayload, rows: []lockedRow{r}})
-			continue
+	}
+	if deferred && len(candidates) < want {
+		if _, _, _, err := read(deferredPhase); err != nil {
+			return nil, err
 		}
+	}
+	return q.checkWhole(ctx, tx, queue, now, candidates, seen)
+}
+
+// scanCandidate reads a row of a phase into candidates (seen: key → index in
+// candidates): a new batch, or a row of a key's batch. urgent and deferred receive
+// the row's probes.
+func (q *Queue) scanCandidate(scan *sql.Rows, candidates *[]candidate, seen map[string]int, urgent, deferred *bool) error {
+	var r lockedRow
+	var routingKey sql.NullString
+	if err := scan.Scan(urgent, deferred, &r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.group, &r.priority,
+		&r.size, &r.payload); err != nil {
+		return err
+	}
+	switch i, ok := seen[routingKey.String]; {
+	case !routingKey.Valid:
+		*candidates = append(*candidates, candidate{lockedRow: r})
+	case !ok:
+		seen[routingKey.String] = len(*candidates)
+		*candidates = append(*candidates, candidate{lockedRow: r, routingKey: routingKey, whole: r.size <= scanPayload, rows: []lockedRow{r}})
+	default:
 		// A message without its payload leaves the key's batch to lockKeysSQL.
-		c := &candidates[i]
+		c := &(*candidates)[i]
 		if c.whole = c.whole && r.size <= scanPayload; c.whole {
 			c.rows = append(c.rows, r)
 		} else {
 			c.rows = nil
 		}
 	}
-	if err := errors.Join(scan.Err(), scan.Close()); err != nil {
-		return nil, err
-	}
+	return nil
+}
 
+// checkWhole clears the whole flag of the keyed candidates whose key has more
+// visible messages than the scan read.
+func (q *Queue) checkWhole(ctx context.Context, tx *sqlx.Tx, queue string, now int64, candidates []candidate, seen map[string]int) ([]candidate, error) {
 	var counts []any // (key, rows) pairs
 	most := 0
 	for _, c := range candidates {
