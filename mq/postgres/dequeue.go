@@ -37,8 +37,16 @@ const (
 var errLost = errors.New("mq/postgres: dequeue candidate taken by another consumer")
 
 // exclusions are the keys and sessions this DequeueBatch call lost to other
-// consumers, and the limit groups whose limits admit no batch now.
-type exclusions struct{ keys, sessions, groups []string }
+// consumers, and the limit groups whose limits admit no batch now. phased says
+// the call met visible messages of non-zero priority: its scans read every
+// priority phase (see phasedScan).
+type exclusions struct {
+	keys, sessions, groups []string
+	phased                 bool
+	// limited says the call reads its queue's limits itself (see takeUnderLimits);
+	// until then its scans take nothing from a queue with limits.
+	limited bool
+}
 
 // loss says why an attempt was undone; the zero value is no loss.
 type loss struct {
@@ -174,7 +182,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, opts mq.DequeueOption
 		// what it will not handle).
 		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 		err := q.inTx(claimCtx, "dequeue", func(tx *sqlx.Tx) (err error) {
-			bs, next, l, err = q.takeUnderLimits(claimCtx, tx, queue, opts, &ex, max, true)
+			bs, next, l, err = q.takeLimited(claimCtx, tx, queue, opts, &ex, max, true)
 			if err == nil && l.lost() {
 				return errLost
 			}
@@ -221,6 +229,9 @@ func (q *Queue) take(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.Deq
 		}
 		savepoint = `RELEASE SAVEPOINT mq_attempt; SAVEPOINT mq_attempt` // one round trip
 		got, next, lost, missed, err := q.attemptMany(ctx, tx, queue, opts, ex, max-len(bs), async)
+		if errors.Is(err, errLimited) && len(bs) > 0 {
+			break // limits set since the session's batch was taken: it stands
+		}
 		if err != nil {
 			return nil, time.Time{}, loss{}, err
 		}
@@ -250,14 +261,33 @@ func (q *Queue) take(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.Deq
 	return bs, time.Time{}, loss{}, nil
 }
 
-// takeUnderLimits is take under the limits of queue (see mq.Limit), if it has any.
-// It reads them first, locking their rows: the limited dequeues of a queue take
-// turns (in every process), so each counts the batches those before it took.
-// Then it takes batch by batch, each after a savepoint: a batch's first message
-// is of a group the limits admit, and a keyed batch that holds more messages than
-// the rates leave is rolled back and taken again within them. The buckets it drew
-// from are stored back.
+// errLimited ends a take whose scan found that its queue has limits (see
+// eligibleFrom): takeLimited then reads them.
+var errLimited = errors.New("mq/postgres: the queue has limits")
+
+// takeLimited is take, and when the queue turns out to have limits (see mq.Limit),
+// takeUnderLimits in the same transaction: a queue without limits pays no
+// statement for them.
+// Once a call found limits, each of its transactions reads them first.
+func (q *Queue) takeLimited(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int, async bool) ([]*mq.Batch, time.Time, loss, error) {
+	if !ex.limited {
+		bs, next, l, err := q.take(ctx, tx, queue, opts, ex, max, async)
+		if !errors.Is(err, errLimited) {
+			return bs, next, l, err
+		}
+	}
+	return q.takeUnderLimits(ctx, tx, queue, opts, ex, max, async)
+}
+
+// takeUnderLimits is take under the limits of queue, if it has any. It reads them
+// first, locking their rows: the limited dequeues of a queue take turns (in every
+// process), so each counts the batches those before it took. Then it takes batch
+// by batch, each after a savepoint: a batch's first message is of a group the
+// limits admit, and a keyed batch that holds more messages than the rates leave is
+// rolled back and taken again within them. The buckets it drew from are stored
+// back.
 func (q *Queue) takeUnderLimits(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int, async bool) ([]*mq.Batch, time.Time, loss, error) {
+	ex.limited = true // the scans need not look for limits any more
 	var rules []mqsql.LimitRow
 	if err := sqlx.SelectContext(ctx, tx, &rules, `SELECT `+mqsql.LimitColumns+` FROM mq_limits WHERE queue = $1 ORDER BY grp FOR UPDATE`, queue); err != nil {
 		return nil, time.Time{}, loss{}, err
@@ -327,6 +357,20 @@ func (q *Queue) takeWithin(ctx context.Context, tx *sqlx.Tx, queue string, opts 
 	return nil, q.now().Add(contendedRetry), loss{}, nil
 }
 
+// limitedSQL renders whether queue pq has limits: one probe of mq_limits' key,
+// which PostgreSQL evaluates once per statement (an InitPlan).
+func limitedSQL(pq string) string {
+	return `EXISTS (SELECT 1 FROM mq_limits l WHERE l.queue = ` + pq + `)`
+}
+
+// limitedColumn is what a scan reports of its limits guard (see eligibleFrom).
+func limitedColumn(ex *exclusions, pq string) string {
+	if ex.limited {
+		return "false"
+	}
+	return limitedSQL(pq)
+}
+
 // liveLocksSQL reads the messages of a queue ($1) under a live lock at $2 (the
 // limits' batches in flight) through the token index: the locked messages of
 // every queue, few compared with the pending ones.
@@ -370,7 +414,7 @@ func (q *Queue) dequeueTx(ctx context.Context, tx *sqlx.Tx, queue string, opts m
 	}
 	var ex exclusions
 	for range maxLosses {
-		bs, next, l, err := q.takeUnderLimits(ctx, tx, queue, opts, &ex, max, false)
+		bs, next, l, err := q.takeLimited(ctx, tx, queue, opts, &ex, max, false)
 		if err != nil {
 			return nil, time.Time{}, wrap(op, err)
 		}
@@ -429,6 +473,11 @@ type candidate struct {
 	claimed
 	Next  sql.NullInt64  `db:"next_visible"`
 	Async sql.NullString `db:"async_commit"`
+	// Prioritized: the scan locked nothing, as the queue has visible messages of
+	// non-zero priority (see phasedScan).
+	Prioritized bool `db:"prioritized"`
+	// Limited: the scan took nothing, as the queue has limits (see eligibleFrom).
+	Limited bool `db:"limited"`
 	// For a session message: the owner holds the session (in the candidate's
 	// snapshot), and the session has an older eligible message.
 	SessionMine  sql.NullBool `db:"session_mine"`
@@ -473,6 +522,11 @@ func (q *Queue) attempt(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 		return nil, time.Time{}, loss{}, err
 	}
 	switch {
+	case c.Limited:
+		return nil, time.Time{}, loss{}, errLimited
+	case c.Prioritized:
+		ex.phased = true
+		return q.attempt(ctx, tx, queue, opts, ex, async)
 	case !c.ID.Valid:
 		var next time.Time
 		if c.Next.Valid {
@@ -524,9 +578,10 @@ func candidateQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now ti
 		powner = a.p(opts.Session.Owner)
 	}
 	eligible := eligibleFrom(opts, ex, &a, pq, pnow, powner)
+	prioritized := prioritizedSQL(pq, pnow)
 	var sb strings.Builder
 	sb.WriteString(`WITH c AS MATERIALIZED (
-	` + phasedScan("m.id, m.routing_key, m.session, m.visible_at, m.priority", eligible, "1") + `
+	` + phasedScan("m.id, m.routing_key, m.session, m.visible_at, m.priority", eligible, "1", ex.phased, prioritized) + `
 )`)
 	claim := "c.routing_key IS NULL"
 	sessionCols, sessionJoin := "", ""
@@ -568,19 +623,24 @@ u AS (
 SELECT c.id, c.routing_key, c.session,
 	CASE WHEN c.routing_key IS NOT NULL THEN pg_try_advisory_xact_lock(%[4]s) END AS key_locked,
 	u.id IS NOT NULL AS claimed, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent, u.limit_group, u.priority,
-	CASE WHEN c.id IS NULL THEN %[10]s END AS next_visible%[7]s%[8]s
+	CASE WHEN c.id IS NULL THEN %[10]s END AS next_visible, %[11]s AS prioritized, %[12]s AS limited%[7]s%[8]s
 FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
 		ptoken, puntil, claim, keyLockID(pq, "c.routing_key"), pq, pnow, asyncCommit, sessionCols, sessionJoin,
-		nextVisible(eligible, pq, pnow, &a))
+		nextVisible(eligible, pq, pnow, &a), prioritizedColumn(ex.phased, prioritized), limitedColumn(ex, pq))
 	return sb.String(), a
 }
 
 // eligibleFrom renders the FROM and WHERE clauses of the messages a scan may take
-// for opts, but those of the keys and sessions ex excludes, and none while the queue
-// is paused. The pause check does not depend on the message: PostgreSQL evaluates
-// it once per statement (an InitPlan, one probe of mq_paused's key) and skips the
-// scan when the queue is paused.
+// for opts, but those of the keys, sessions and limit groups ex excludes, and none
+// while the queue is paused, or has limits that ex does not apply yet (see
+// takeLimited). The pause and limit checks do not depend on the message:
+// PostgreSQL evaluates each once per statement (an InitPlan, one probe of a
+// primary key) and skips the scan when it fails.
 func eligibleFrom(opts mq.DequeueOptions, ex *exclusions, a *sqlArgs, pq, pnow, powner string) string {
+	limitGuard := ""
+	if !ex.limited {
+		limitGuard = " AND NOT " + limitedSQL(pq)
+	}
 	var sb strings.Builder
 	sb.WriteString(`FROM mq_messages m
 	LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key`)
@@ -590,8 +650,8 @@ func eligibleFrom(opts mq.DequeueOptions, ex *exclusions, a *sqlArgs, pq, pnow, 
 	}
 	fmt.Fprintf(&sb, `
 	WHERE m.queue = %[1]s AND m.visible_at <= %[2]s
-		AND NOT EXISTS (SELECT 1 FROM mq_paused p WHERE p.queue = %[1]s)
-		AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= %[2]s)`, pq, pnow)
+		AND NOT EXISTS (SELECT 1 FROM mq_paused p WHERE p.queue = %[1]s)%[3]s
+		AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= %[2]s)`, pq, pnow, limitGuard)
 	for _, cond := range filters(opts, a, pnow, powner) {
 		sb.WriteString("\n\t\tAND " + cond)
 	}
@@ -619,13 +679,25 @@ var priorityPhases = []struct{ cond, order string }{
 
 // phasedScan renders a scan that locks (FOR UPDATE SKIP LOCKED) up to limit rows
 // (an SQL expression) of eligible, eligibleFrom's FROM and WHERE, in eligibility
-// order, returning cols: the priority phases, each an ordered and limited branch
-// of a UNION ALL under the same limit. PostgreSQL runs the branches of an Append in
-// turn and stops pulling rows, so locking none more, once the limit is reached: a
-// queue without priorities costs an empty probe of mq_messages_urgent, and the
-// scan of mq_messages_ready it had before priorities (and, when that finds fewer
-// than limit rows, an empty probe of mq_messages_deferred).
-func phasedScan(cols, eligible, limit string) string {
+// order, returning cols.
+//
+// Unless phased, it is the scan as it was before priorities, of priority 0 only
+// (mq_messages_ready), guarded by prioritized (see prioritizedSQL): while the
+// queue has visible messages of another priority it locks nothing, and the caller,
+// told so by the statement, scans again phased. Phased, it reads the priority
+// phases, each an ordered and limited branch of a UNION ALL under the same limit
+// (PostgreSQL runs the branches of an Append in turn and stops pulling rows once
+// the limit is reached). The plain scan keeps a queue without priorities at the
+// plan, and the planning time, it had before them: the UNION ALL doubles the
+// planning time of the statement.
+func phasedScan(cols, eligible, limit string, phased bool, prioritized string) string {
+	if !phased {
+		return fmt.Sprintf(`SELECT %s %s
+		AND m.priority = 0 AND NOT %s
+		ORDER BY m.visible_at, m.id
+		LIMIT %s
+		FOR UPDATE OF m SKIP LOCKED`, cols, eligible, prioritized, limit)
+	}
 	branches := make([]string, len(priorityPhases))
 	for i, ph := range priorityPhases {
 		branches[i] = fmt.Sprintf(`SELECT * FROM (SELECT %s %s
@@ -635,6 +707,23 @@ func phasedScan(cols, eligible, limit string) string {
 		FOR UPDATE OF m SKIP LOCKED) AS p%d`, cols, eligible, ph.cond, ph.order, limit, i)
 	}
 	return `SELECT * FROM (` + strings.Join(branches, "\n\tUNION ALL ") + `) AS p LIMIT ` + limit
+}
+
+// prioritizedSQL renders whether queue pq has messages of non-zero priority
+// visible at pnow: one probe of each partial index, which PostgreSQL evaluates
+// once per statement (an InitPlan).
+func prioritizedSQL(pq, pnow string) string {
+	return fmt.Sprintf(`(EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = %[1]s AND u.priority > 0 AND u.visible_at <= %[2]s)
+		OR EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = %[1]s AND u.priority < 0 AND u.visible_at <= %[2]s))`, pq, pnow)
+}
+
+// prioritizedColumn is what a statement built with phasedScan reports of the
+// guard: prioritized unless phased (then false).
+func prioritizedColumn(phased bool, prioritized string) string {
+	if phased {
+		return "false"
+	}
+	return prioritized
 }
 
 // nextVisible renders when a scan that found nothing should look again: after
@@ -663,6 +752,12 @@ type scanned struct {
 	Won        sql.NullBool   `db:"won"`
 	Next       sql.NullInt64  `db:"next_visible"`
 	Scanned    sql.NullInt64  `db:"scanned"`
+	// Prioritized (last row): the scan locked nothing, as the queue has visible
+	// messages of non-zero priority (see phasedScan).
+	Prioritized sql.NullBool `db:"prioritized"`
+	// Limited (last row): the scan took nothing, as the queue has limits (see
+	// eligibleFrom).
+	Limited sql.NullBool `db:"limited"`
 	Async      sql.NullString `db:"async_commit"`
 }
 
@@ -715,6 +810,11 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 			keyRank[r.RoutingKey.String] = r.Batch.Int64
 		case r.RoutingKey.Valid:
 			lost = append(lost, r.RoutingKey.String)
+		case r.Limited.Bool: // the scan locked nothing
+			return nil, time.Time{}, nil, nil, errLimited
+		case r.Prioritized.Bool: // the scan locked nothing: scan every phase
+			ex.phased = true
+			return q.attemptMany(ctx, tx, queue, opts, ex, max, async)
 		default:
 			read = r.Scanned.Int64
 			if r.Next.Valid {
@@ -755,6 +855,7 @@ func scanQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now time.Ti
 	var a sqlArgs
 	pq, pnow := a.p(queue), a.p(micros(now))
 	eligible := eligibleFrom(opts, ex, &a, pq, pnow, "")
+	prioritized := prioritizedSQL(pq, pnow)
 	asyncCommit := "NULL::text"
 	if async {
 		asyncCommit = "set_config('synchronous_commit', 'off', true)"
@@ -783,15 +884,17 @@ u AS (
 	RETURNING m.id, m.lock_token, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group, m.priority, r.batch
 )
 SELECT u.id, u.lock_token::text AS token, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent, u.limit_group, u.priority, u.batch,
-	NULL::text AS routing_key, NULL::boolean AS won, NULL::bigint AS next_visible, NULL::bigint AS scanned, NULL::text AS async_commit FROM u
+	NULL::text AS routing_key, NULL::boolean AS won, NULL::bigint AS next_visible, NULL::bigint AS scanned, NULL::text AS async_commit,
+	NULL::boolean AS prioritized, NULL::boolean AS limited FROM u
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.batch, kl.routing_key, kl.won, NULL, NULL, NULL FROM kl
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.batch, kl.routing_key, kl.won, NULL, NULL, NULL, NULL, NULL FROM kl
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN %[5]s END,
-	(SELECT count(*) FROM c), %[6]s`,
-		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", eligible, a.p(int64(scan))),
-		a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), nextVisible(eligible, pq, pnow, &a), asyncCommit), a
+	(SELECT count(*) FROM c), %[6]s, %[7]s, %[8]s`,
+		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", eligible, a.p(int64(scan)), ex.phased, prioritized),
+		a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), nextVisible(eligible, pq, pnow, &a), asyncCommit,
+		prioritizedColumn(ex.phased, prioritized), limitedColumn(ex, pq)), a
 }
 
 // lockKeys takes keys of queue, whose advisory locks tx holds, each for a new token

@@ -154,27 +154,28 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 	}
 	at := q.now()
 	now := micros(at)
-	var rules []mqsql.LimitRow
-	if err := q.stmts.Select(ctx, tx, &rules, `SELECT `+mqsql.LimitColumns+` FROM mq_limits WHERE queue = ?`, queue); err != nil {
-		return nil, time.Time{}, wrap(op, err)
-	}
 	var (
 		batches []*mq.Batch
 		refill  time.Time // when a rate that held messages back has a token again
 	)
-	if len(rules) == 0 {
-		candidates, err := q.candidates(ctx, tx, queue, opts, max, now, nil)
-		if err == nil && len(candidates) > 0 {
-			batches, err = q.lockBatches(ctx, tx, queue, opts, candidates, now)
-		}
-		if err != nil {
+	candidates, limited, err := q.candidates(ctx, tx, queue, opts, max, now, nil)
+	if err != nil {
+		return nil, time.Time{}, wrap(op, err)
+	}
+	var rules []mqsql.LimitRow
+	if limited {
+		if err := q.stmts.Select(ctx, tx, &rules, `SELECT `+mqsql.LimitColumns+` FROM mq_limits WHERE queue = ?`, queue); err != nil {
 			return nil, time.Time{}, wrap(op, err)
 		}
-	} else {
+	}
+	switch {
+	case len(rules) > 0: // the limits choose among the candidates
 		batches, refill, err = q.dequeueLimited(ctx, tx, queue, opts, max, at, rules)
-		if err != nil {
-			return nil, time.Time{}, wrap(op, err)
-		}
+	case len(candidates) > 0:
+		batches, err = q.lockBatches(ctx, tx, queue, opts, candidates, now)
+	}
+	if err != nil {
+		return nil, time.Time{}, wrap(op, err)
 	}
 	if len(batches) > 0 {
 		return batches, time.Time{}, nil
@@ -203,7 +204,7 @@ func (q *Queue) dequeueLimited(ctx context.Context, tx *sqlx.Tx, queue string, o
 	budget := limits.New(at, mqsql.Rules(rules), mqsql.Held(held))
 	var batches []*mq.Batch
 	for len(batches) < max && !budget.Closed() {
-		candidates, err := q.candidates(ctx, tx, queue, opts, 1, now, budget.Blocked())
+		candidates, _, err := q.candidates(ctx, tx, queue, opts, 1, now, budget.Blocked())
 		if err != nil || len(candidates) == 0 {
 			if err != nil {
 				return nil, time.Time{}, err
@@ -281,6 +282,11 @@ const (
 	scanRows    = 4096
 )
 
+// probes are what the plain phase of the candidate scan reports of its queue: it
+// has visible messages of positive (urgent) or negative (deferred) priority, or
+// limits (one probe of each partial index and of mq_limits' key).
+type probes struct{ urgent, deferred, limited bool }
+
 // A priority phase is the part of the candidate scan that reads the messages of one
 // sign of priority, in eligibility order, from an index of its own: positive ones
 // from mq_messages_urgent, zero from mq_messages_ready, negative ones from
@@ -299,17 +305,17 @@ var (
 // need the session leases if sessions is set. The pause check does not depend on
 // the message: SQLite evaluates it once, one probe of mq_paused's key.
 //
-// Its first two columns say whether the queue has visible messages of positive
-// and of negative priority: two probes of the partial indexes, which the plain
-// phase makes (once per statement, their first four parameters) so that a queue
-// without priorities needs no other statement; the other phases return false.
+// Its first three columns are probes (see probes), which the plain phase makes
+// (once per statement, their first five parameters) so that a queue without
+// priorities and limits needs no other statement; the other phases return false.
 // Each statement costs as much again as its index work on SQLite, which is why
 // the phases are not one UNION ALL: its branches cost even when not reached.
 func phaseSQL(ph phase, cond string, sessions bool) string {
-	probes := "0, 0"
+	probes := "0, 0, 0"
 	if ph == plainPhase {
 		probes = `EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = ? AND u.priority > 0 AND u.visible_at <= ?),
-			EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = ? AND u.priority < 0 AND u.visible_at <= ?)`
+			EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = ? AND u.priority < 0 AND u.visible_at <= ?),
+			EXISTS (SELECT 1 FROM mq_limits l WHERE l.queue = ?)`
 	}
 	join := ""
 	if sessions {
@@ -335,8 +341,10 @@ func phaseSQL(ph phase, cond string, sessions bool) string {
 // The scan starts with the plain phase, whose probes say whether the other phases
 // may find anything: a queue without priorities reads mq_messages_ready as it did
 // before priorities, in one statement. When the queue has visible messages of
-// positive priority, the scan starts again with them.
-func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, want int, now int64, blocked []string) ([]candidate, error) {
+// positive priority, the scan starts again with them. limited says the queue may
+// have limits (see mq.Limit), which the candidates ignored: the caller must then
+// read them.
+func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, want int, now int64, blocked []string) (_ []candidate, limited bool, _ error) {
 	cond, condArgs := filters(opts, now)
 	if cond != "" {
 		cond = " AND " + cond
@@ -359,58 +367,59 @@ func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts 
 		seen       = map[string]int{} // key → index in candidates
 	)
 	// read scans ph until the candidates reach want; found says it read a row,
-	// urgent and deferred are the plain phase's probes (of its first row).
-	read := func(ph phase) (found, urgent, deferred bool, err error) {
+	// whose probes (the plain phase's) it returns.
+	read := func(ph phase) (found bool, p probes, err error) {
 		args := append(append([]any{queue, now, queue, now}, condArgs...), limit)
 		if ph == plainPhase {
-			args = append([]any{queue, now, queue, now}, args...)
+			args = append([]any{queue, now, queue, now, queue}, args...)
 		}
 		scan, err := q.stmts.Query(ctx, tx, phaseSQL(ph, cond, opts.Session != nil), args...)
 		if err != nil {
-			return false, false, false, err
+			return false, p, err
 		}
 		for len(candidates) < want && scan.Next() {
 			found = true
-			if err := q.scanCandidate(scan, &candidates, seen, &urgent, &deferred); err != nil {
+			if err := q.scanCandidate(scan, &candidates, seen, &p); err != nil {
 				scan.Close()
-				return false, false, false, err
+				return false, p, err
 			}
 		}
-		return found, urgent, deferred, errors.Join(scan.Err(), scan.Close())
+		return found, p, errors.Join(scan.Err(), scan.Close())
 	}
-	found, urgent, deferred, err := read(plainPhase)
+	found, p, err := read(plainPhase)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if !found { // no row brought the probes: look
-		urgent, deferred = true, true
+	if !found { // no row brought the probes: look, and let the caller read the limits
+		p = probes{urgent: true, deferred: true, limited: true}
 	}
-	if urgent {
+	if p.urgent {
 		candidates, seen = nil, map[string]int{}
-		if _, _, _, err := read(urgentPhase); err != nil {
-			return nil, err
+		if _, _, err := read(urgentPhase); err != nil {
+			return nil, false, err
 		}
 		if found && len(candidates) < want {
-			if _, _, _, err := read(plainPhase); err != nil {
-				return nil, err
+			if _, _, err := read(plainPhase); err != nil {
+				return nil, false, err
 			}
 		}
 	}
-	if deferred && len(candidates) < want {
-		if _, _, _, err := read(deferredPhase); err != nil {
-			return nil, err
+	if p.deferred && len(candidates) < want {
+		if _, _, err := read(deferredPhase); err != nil {
+			return nil, false, err
 		}
 	}
-	return q.checkWhole(ctx, tx, queue, now, candidates, seen)
+	candidates, err = q.checkWhole(ctx, tx, queue, now, candidates, seen)
+	return candidates, p.limited && len(candidates) > 0, err
 }
 
 // scanCandidate reads a row of a phase into candidates (seen: key → index in
 // candidates): a new batch, or a row of a key's batch. urgent and deferred receive
 // the row's probes.
-func (q *Queue) scanCandidate(scan *sql.Rows, candidates *[]candidate, seen map[string]int, urgent, deferred *bool) error {
+func (q *Queue) scanCandidate(scan *sql.Rows, candidates *[]candidate, seen map[string]int, p *probes) error {
 	var r lockedRow
 	var routingKey sql.NullString
-	if err := scan.Scan(urgent, deferred, &r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.group, &r.priority,
+	if err := scan.Scan(&p.urgent, &p.deferred, &p.limited, &r.id, &routingKey, &r.session, &r.attempts, &r.enqueuedAt, &r.tag, &r.key, &r.trace, &r.group, &r.priority,
 		&r.size, &r.payload); err != nil {
 		return err
 	}

@@ -100,7 +100,7 @@ func TestCandidateScanPlan(t *testing.T) {
 	got := explain(t, q, phaseSQL(plainPhase, sessionCond, true))
 	want := strings.Join([]string{
 		"SEARCH m USING INDEX mq_messages_ready (queue=? AND visible_at<?)",
-		"SCALAR SUBQUERY 3",
+		"SCALAR SUBQUERY 4",
 		"SEARCH p USING PRIMARY KEY (queue=?)",
 		"SEARCH k USING PRIMARY KEY (queue=? AND routing_key=?) LEFT-JOIN",
 		"SEARCH s USING PRIMARY KEY (queue=? AND session=?) LEFT-JOIN",
@@ -108,6 +108,8 @@ func TestCandidateScanPlan(t *testing.T) {
 		"SEARCH u USING COVERING INDEX mq_messages_urgent (queue=? AND priority>?)",
 		"SCALAR SUBQUERY 2",
 		"SEARCH u USING COVERING INDEX mq_messages_deferred (queue=? AND priority<?)",
+		"SCALAR SUBQUERY 3",
+		"SEARCH l USING PRIMARY KEY (queue=?)",
 	}, "\n")
 	if got != want {
 		t.Errorf("the plan of the plain phase changed:\n%s\nwant\n%s", got, want)
