@@ -757,8 +757,8 @@ type scanned struct {
 	Prioritized sql.NullBool `db:"prioritized"`
 	// Limited (last row): the scan took nothing, as the queue has limits (see
 	// eligibleFrom).
-	Limited sql.NullBool `db:"limited"`
-	Async      sql.NullString `db:"async_commit"`
+	Limited sql.NullBool   `db:"limited"`
+	Async   sql.NullString `db:"async_commit"`
 }
 
 // attemptMany is one dequeue attempt in tx for up to max batches of messages
