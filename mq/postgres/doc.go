@@ -41,8 +41,9 @@
 //     first locks the queue's limit rows (FOR UPDATE), so the limited dequeues of a
 //     queue take turns across processes and each counts the batches the others
 //     took; it then takes batch by batch. A queue without limits pays one primary-key
-//     probe of mq_limits per dequeue transaction. An Ack or Settle of a batch of a
-//     limited queue wakes its long polls (it frees a place).
+//     probe of mq_limits inside each scan statement (an InitPlan guard that makes
+//     the scan take nothing when the queue has limits). An Ack or Settle of a batch
+//     of a limited queue wakes its long polls (it frees a place).
 //   - Statistics: the dequeue statement relies on the planner walking the
 //     (queue, visible_at, id) index, which it does once mq_messages has statistics.
 //     The migration makes autovacuum analyse the table after 5% of its rows changed.
