@@ -3,7 +3,8 @@ package sqlite
 import "github.com/duroq/duroq/eventstore/sqlstore"
 
 // The statements of the store, in one place. Numbered parameters (?1, ?2) let one
-// value be used twice.
+// value be used twice. The parameters of the hot reads' WHERE clauses are +? so
+// that SQLite does not recompile them at every run (see internal/sqliteconn).
 
 // queries are the statements the shared code runs (see sqlstore.Queries for their
 // parameters).
@@ -37,7 +38,7 @@ ON CONFLICT (stream, key) DO UPDATE SET
 	MergeKVDrop: `DELETE FROM es_kv_delta WHERE stream = ?1 AND partition <= ?2`,
 
 	ReadEvents: `SELECT seq, type, data, checksum, created_at FROM es_events
-WHERE stream = ? AND partition = ? ORDER BY seq`,
+WHERE stream = +? AND partition = +? ORDER BY seq`,
 
 	// ReadLatest reads the partition, then its events (no ReadLatest statement).
 	CurrentPartition: `SELECT current_partition FROM es_streams WHERE stream = ?`,
@@ -47,7 +48,7 @@ WHERE stream = ? AND partition = ? ORDER BY seq`,
 	Partitions: `SELECT partition, status, output, pinned_version, started_at, completed_at, event_count, bytes
 FROM es_partitions WHERE stream = ? ORDER BY partition`,
 
-	Stream: "SELECT " + sqlstore.StreamColumns + " WHERE s.stream = ?",
+	Stream: "SELECT " + sqlstore.StreamColumns + " WHERE s.stream = +?",
 
 	SetCustomStatus: `UPDATE es_streams SET
 	custom_status = ?, custom_status_version = custom_status_version + 1, updated_at = ?

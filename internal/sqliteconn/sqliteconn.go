@@ -1,5 +1,17 @@
 // Package sqliteconn opens SQLite databases with the settings duroq's SQLite backends
 // are designed and tested for.
+//
+// Statements are prepared once (see internal/stmtcache), but SQLite recompiles a
+// prepared statement at its next run when its plan looked at the value of a
+// parameter: a LIMIT ?, an equality it may filter with (col = ? where the plan
+// could read another index), a value a partial index's condition is compared
+// with. go-sqlite3 clears the bindings after each run, which counts as such a
+// change, so those statements were compiled at every run, and compiling costs more
+// than running a short statement. The backends therefore write the parameters of
+// their hot statements' WHERE, ON and LIMIT clauses as +?: unary plus changes no
+// value, and the planner does not look through it. The plans stay the same (the
+// plan tests check them); CountCompiles lets tests prove that nothing is compiled
+// again.
 package sqliteconn
 
 import (
@@ -113,7 +125,32 @@ type connector struct {
 	wait      time.Duration // bound of Close's wait for connections in use: the busy timeout
 }
 
-func (c *connector) Connect(context.Context) (driver.Conn, error) { return sqliteDriver.Open(c.dsn) }
+func (c *connector) Connect(context.Context) (driver.Conn, error) {
+	conn, err := sqliteDriver.Open(c.dsn)
+	if n, ok := compiles.Load(c.path); ok && err == nil {
+		conn.(*sqlite3.SQLiteConn).RegisterAuthorizer(func(action int, _, _, _ string) int {
+			switch action {
+			case sqlite3.SQLITE_READ, sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE:
+				n.(*atomic.Int64).Add(1)
+			}
+			return sqlite3.SQLITE_OK
+		})
+	}
+	return conn, err
+}
+
+var compiles sync.Map // path → *atomic.Int64, see CountCompiles
+
+// CountCompiles makes the connections Open opens from now on to the database at
+// path count what SQLite compiles, and returns the count so far. SQLite calls the
+// authorizer only while it compiles a statement, for each column and table the
+// statement reads or writes: a prepared statement run again adds nothing, one
+// SQLite recompiles at every run adds at each run (see the package doc). Tests use
+// it to prove that hot statements are compiled once.
+func CountCompiles(path string) (count func() int64) {
+	n, _ := compiles.LoadOrStore(path, new(atomic.Int64))
+	return n.(*atomic.Int64).Load
+}
 
 func (c *connector) Driver() driver.Driver { return sqliteDriver }
 

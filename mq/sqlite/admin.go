@@ -64,22 +64,22 @@ func (r infoRow) info(now int64) mq.MessageInfo {
 // or (queue, routing_key, id) index), of the messages in state if it is not empty
 // (its condition takes now).
 func peekSQL(byKey bool, state mq.MessageState) string {
-	query := `SELECT ` + infoColumns + ` FROM mq_messages WHERE queue = ? AND id > ?`
+	query := `SELECT ` + infoColumns + ` FROM mq_messages WHERE queue = +? AND id > +?`
 	if byKey {
-		query += ` AND routing_key = ?`
+		query += ` AND routing_key = +?`
 	}
 	if state != "" {
 		query += ` AND ` + stateConditions[state]
 	}
-	return query + ` ORDER BY id LIMIT ?`
+	return query + ` ORDER BY id LIMIT +?`
 }
 
 // stateConditions select the messages in each state as statsColumns counts them;
 // each takes now.
 var stateConditions = map[mq.MessageState]string{
-	mq.StateReady:   `visible_at <= ?`,
-	mq.StateLocked:  `visible_at > ? AND lock_token IS NOT NULL`,
-	mq.StateDelayed: `visible_at > ? AND lock_token IS NULL`,
+	mq.StateReady:   `visible_at <= +?`,
+	mq.StateLocked:  `visible_at > +? AND lock_token IS NOT NULL`,
+	mq.StateDelayed: `visible_at > +? AND lock_token IS NULL`,
 }
 
 // Peek implements mq.Admin. It reads outside any write transaction.

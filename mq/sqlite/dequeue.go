@@ -181,7 +181,7 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 		return batches, time.Time{}, nil
 	}
 	var next sql.NullInt64
-	if err := q.stmts.Get(ctx, tx, &next, `SELECT MIN(visible_at) FROM mq_messages WHERE queue = ? AND visible_at > ?`, queue, now); err != nil {
+	if err := q.stmts.Get(ctx, tx, &next, `SELECT MIN(visible_at) FROM mq_messages WHERE queue = +? AND visible_at > +?`, queue, now); err != nil {
 		return nil, time.Time{}, wrap(op, err)
 	}
 	if !next.Valid {
@@ -309,13 +309,15 @@ var (
 // (once per statement, their first five parameters) so that a queue without
 // priorities and limits needs no other statement; the other phases return false.
 // Each statement costs as much again as its index work on SQLite, which is why
-// the phases are not one UNION ALL: its branches cost even when not reached.
+// the phases are not one UNION ALL: its branches cost even when not reached. Its
+// parameters, as those of every statement a dequeue or a peek runs, are +? so that
+// SQLite does not recompile it at every run (see internal/sqliteconn).
 func phaseSQL(ph phase, cond string, sessions bool) string {
 	probes := "0, 0, 0"
 	if ph == plainPhase {
-		probes = `EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = ? AND u.priority > 0 AND u.visible_at <= ?),
-			EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = ? AND u.priority < 0 AND u.visible_at <= ?),
-			EXISTS (SELECT 1 FROM mq_limits l WHERE l.queue = ?)`
+		probes = `EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = +? AND u.priority > 0 AND u.visible_at <= +?),
+			EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = +? AND u.priority < 0 AND u.visible_at <= +?),
+			EXISTS (SELECT 1 FROM mq_limits l WHERE l.queue = +?)`
 	}
 	join := ""
 	if sessions {
@@ -326,10 +328,10 @@ func phaseSQL(ph phase, cond string, sessions bool) string {
 		FROM mq_messages m
 		LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key
 		` + join + `
-		WHERE m.queue = ? AND ` + ph.cond + ` AND m.visible_at <= ?
-		  AND NOT EXISTS (SELECT 1 FROM mq_paused p WHERE p.queue = ?)
-		  AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= ?)` + cond + `
-		ORDER BY ` + ph.order + ` LIMIT ?`
+		WHERE m.queue = +? AND ` + ph.cond + ` AND m.visible_at <= +?
+		  AND NOT EXISTS (SELECT 1 FROM mq_paused p WHERE p.queue = +?)
+		  AND (m.routing_key IS NULL OR k.locked_until IS NULL OR k.locked_until <= +?)` + cond + `
+		ORDER BY ` + ph.order + ` LIMIT +?`
 }
 
 // candidates streams the scan in eligibility order and stops at want batches: a
@@ -475,7 +477,7 @@ func (q *Queue) checkWhole(ctx context.Context, tx *sqlx.Tx, queue string, now i
 func moreVisibleSQL(n int) string {
 	return `WITH t(k, n) AS (VALUES ` + sqltext.Rows(n, 2) + `)
 		SELECT t.k FROM t WHERE (SELECT count(*) FROM (SELECT 1 FROM mq_messages AS m INDEXED BY mq_messages_routing
-			WHERE m.queue = ? AND m.routing_key = t.k AND m.visible_at <= ? LIMIT ?)) > t.n`
+			WHERE m.queue = +? AND m.routing_key = t.k AND m.visible_at <= +? LIMIT +?)) > t.n`
 }
 
 // lockBatches locks a batch for each candidate, in a constant number of statements.
@@ -592,11 +594,11 @@ func bounded(rows []lockedRow, opts mq.DequeueOptions) []lockedRow {
 func lockKeysSQL(n int, tags string) string {
 	return `WITH t(k, tok) AS (VALUES ` + sqltext.Rows(n, 2) + `),
 		c AS (SELECT m.id, t.tok, row_number() OVER w AS n, sum(length(m.payload)) OVER w AS size
-			FROM t CROSS JOIN mq_messages AS m INDEXED BY mq_messages_routing ON m.queue = ? AND m.routing_key = t.k
-			WHERE m.visible_at <= ?` + tags + `
+			FROM t CROSS JOIN mq_messages AS m INDEXED BY mq_messages_routing ON m.queue = +? AND m.routing_key = t.k
+			WHERE m.visible_at <= +?` + tags + `
 			WINDOW w AS (PARTITION BY m.routing_key ORDER BY m.id))
 		UPDATE mq_messages AS m SET lock_token = c.tok, locked_until = ?, visible_at = ?, attempts = attempts + 1 FROM c
-		WHERE m.id = c.id AND (c.n = 1 OR (c.n <= ? AND c.size <= ?))` + lockReturning
+		WHERE m.id = c.id AND (c.n = 1 OR (c.n <= +? AND c.size <= +?))` + lockReturning
 }
 
 // lockIDsSQL locks the messages of n (id, token) pairs; returning, it returns them.
