@@ -287,6 +287,12 @@ const (
 // limits (one probe of each partial index and of mq_limits' key).
 type probes struct{ urgent, deferred, limited bool }
 
+// probesSQL makes the probes of a queue at a time (their parameters: queue, now,
+// queue, now, queue).
+const probesSQL = `EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = +? AND u.priority > 0 AND u.visible_at <= +?),
+	EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = +? AND u.priority < 0 AND u.visible_at <= +?),
+	EXISTS (SELECT 1 FROM mq_limits l WHERE l.queue = +?)`
+
 // A priority phase is the part of the candidate scan that reads the messages of one
 // sign of priority, in eligibility order, from an index of its own: positive ones
 // from mq_messages_urgent, zero from mq_messages_ready, negative ones from
@@ -315,9 +321,7 @@ var (
 func phaseSQL(ph phase, cond string, sessions bool) string {
 	probes := "0, 0, 0"
 	if ph == plainPhase {
-		probes = `EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = +? AND u.priority > 0 AND u.visible_at <= +?),
-			EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = +? AND u.priority < 0 AND u.visible_at <= +?),
-			EXISTS (SELECT 1 FROM mq_limits l WHERE l.queue = +?)`
+		probes = probesSQL
 	}
 	join := ""
 	if sessions {
@@ -342,7 +346,8 @@ func phaseSQL(ph phase, cond string, sessions bool) string {
 //
 // The scan starts with the plain phase, whose probes say whether the other phases
 // may find anything: a queue without priorities reads mq_messages_ready as it did
-// before priorities, in one statement. When the queue has visible messages of
+// before priorities, in one statement (two when it finds nothing: the probes then
+// come alone). When the queue has visible messages of
 // positive priority, the scan starts again with them. limited says the queue may
 // have limits (see mq.Limit), which the candidates ignored: the caller must then
 // read them.
@@ -370,10 +375,11 @@ func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts 
 	)
 	// read scans ph until the candidates reach want; found says it read a row,
 	// whose probes (the plain phase's) it returns.
+	probeArgs := []any{queue, now, queue, now, queue}
 	read := func(ph phase) (found bool, p probes, err error) {
 		args := append(append([]any{queue, now, queue, now}, condArgs...), limit)
 		if ph == plainPhase {
-			args = append([]any{queue, now, queue, now, queue}, args...)
+			args = slices.Concat(probeArgs, args)
 		}
 		scan, err := q.stmts.Query(ctx, tx, phaseSQL(ph, cond, opts.Session != nil), args...)
 		if err != nil {
@@ -392,8 +398,17 @@ func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts 
 	if err != nil {
 		return nil, false, err
 	}
-	if !found { // no row brought the probes: look, and let the caller read the limits
-		p = probes{urgent: true, deferred: true, limited: true}
+	if !found { // no row brought the probes: make them alone
+		rows, err := q.stmts.Query(ctx, tx, `SELECT `+probesSQL, probeArgs...)
+		if err != nil {
+			return nil, false, err
+		}
+		for rows.Next() {
+			err = rows.Scan(&p.urgent, &p.deferred, &p.limited)
+		}
+		if err := errors.Join(err, rows.Err(), rows.Close()); err != nil {
+			return nil, false, err
+		}
 	}
 	if p.urgent {
 		candidates, seen = nil, map[string]int{}
