@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/internal/sqliteconn"
+	"github.com/duroq/duroq/internal/sqliteconn/sqliteconntest"
 	"github.com/duroq/duroq/runtime/provider"
 )
 
@@ -22,7 +21,7 @@ import (
 // empty queues, through the batched calls the runtime makes.
 func TestSQLiteHotPathIsCompiledOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "duroq.db")
-	count := sqliteconn.CountCompiles(path)
+	compiles := sqliteconntest.CountCompiles(t, path)
 	p, err := openSQLite(path)
 	if err != nil {
 		t.Fatal(err)
@@ -33,18 +32,7 @@ func TestSQLiteHotPathIsCompiledOnce(t *testing.T) {
 	lock := provider.FetchOptions{LockTimeout: provider.Duration(time.Minute)}
 	workLock := provider.WorkFetchOptions{LockTimeout: provider.Duration(time.Minute)}
 	status, completed, done, name, version, root := "waiting", provider.StatusCompleted, "done", "O", "1.0.0", ""
-	for round := range 3 {
-		var compiled []string // the operations that compiled, with how much
-		do := func(name string, op func() error) {
-			t.Helper()
-			before := count()
-			if err := op(); err != nil {
-				t.Fatalf("round %d, %s: %v", round, name, err)
-			}
-			if n := count() - before; n > 0 {
-				compiled = append(compiled, fmt.Sprintf("%s (%d)", name, n))
-			}
-		}
+	compiles.Rounds(3, func(round int, do func(string, func() error)) {
 		id := fmt.Sprint("instance-", round)
 		var item *provider.OrchestrationItem
 		fetch := func() error {
@@ -125,8 +113,5 @@ func TestSQLiteHotPathIsCompiledOnce(t *testing.T) {
 			}
 			return err
 		})
-		if round > 0 && len(compiled) > 0 {
-			t.Errorf("round %d compiled statements again: %s", round, strings.Join(compiled, ", "))
-		}
-	}
+	})
 }

@@ -3,11 +3,10 @@ package sqlite_test
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/internal/sqliteconn"
+	"github.com/duroq/duroq/internal/sqliteconn/sqliteconntest"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/mq/sqlite"
 )
@@ -21,7 +20,7 @@ import (
 // abandon, renew, peek and empty polls.
 func TestHotStatementsAreCompiledOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "queue.db")
-	count := sqliteconn.CountCompiles(path)
+	compiles := sqliteconntest.CountCompiles(t, path)
 	q, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -32,18 +31,7 @@ func TestHotStatementsAreCompiledOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := mq.DequeueOptions{LockTimeout: time.Minute}
-	for round := range 3 {
-		var compiled []string // the operations that compiled, with how much
-		do := func(name string, op func() error) {
-			t.Helper()
-			before := count()
-			if err := op(); err != nil {
-				t.Fatalf("round %d, %s: %v", round, name, err)
-			}
-			if n := count() - before; n > 0 {
-				compiled = append(compiled, fmt.Sprintf("%s (%d)", name, n))
-			}
-		}
+	compiles.Rounds(3, func(round int, do func(string, func() error)) {
 		var b *mq.Batch
 		var bs []*mq.Batch
 		dequeue := func(queue string, o mq.DequeueOptions) func() error {
@@ -122,8 +110,5 @@ func TestHotStatementsAreCompiledOnce(t *testing.T) {
 				return err
 			})
 		}
-		if round > 0 && len(compiled) > 0 {
-			t.Errorf("round %d compiled statements again: %s", round, strings.Join(compiled, ", "))
-		}
-	}
+	})
 }

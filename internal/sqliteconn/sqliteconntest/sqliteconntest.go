@@ -1,5 +1,6 @@
 // Package sqliteconntest checks, for the tests of duroq's SQLite backends, that a closed
-// database left everything in its main file.
+// database left everything in its main file, and that hot statements are compiled
+// once.
 package sqliteconntest
 
 import (
