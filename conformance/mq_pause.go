@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,23 +276,7 @@ func testWaitOnAPausedQueueIsWokenByResume(t *testing.T, e env) {
 	a := asAdmin(t, q)
 	put(t, q, msg("u1"))
 	pause(t, a, qn)
-	resuming := new(atomic.Bool) // set just before Resume: a batch returned while unset came too early
-	done := after(wakeLead, func() error {
-		resuming.Store(true)
-		return a.Resume(t.Context(), qn)
-	})
-	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * wake})
-	wantNoErr(t, done, "Resume")
-	if b == nil {
-		t.Fatalf("a long poll on a paused queue returned nothing after %v although the queue was resumed after %v", took, wakeLead)
-	}
-	if !resuming.Load() {
-		t.Fatalf("a long poll on a paused queue returned %s before Resume", describe(b))
-	}
-	wantPayloads(t, b, "the message the pause held back", "u1")
-	if took > wake {
-		t.Errorf("Resume in the same process must wake a waiting DequeueBatch: it returned after %v, want under %v", took, wake)
-	}
+	wantWokenBy(t, q, "on a paused queue", "Resume", func() error { return a.Resume(t.Context(), qn) }, "u1")
 }
 
 func testWaitSeesAPauseThatBeginsDuringIt(t *testing.T, e env) {

@@ -66,6 +66,30 @@ func waitFetch(t *testing.T, q mq.MessageQueue, opts mq.DequeueOptions) (*mq.Bat
 	return b, time.Since(start)
 }
 
+// wantWokenBy long-polls q, whose message want is held back (held says how: "on
+// a paused queue"), while release (named what) lets it go wakeLead later: the
+// poll must return want after release began and within wake.
+func wantWokenBy(t *testing.T, q mq.MessageQueue, held, what string, release func() error, want string) {
+	t.Helper()
+	releasing := new(atomic.Bool) // set just before release: a batch returned while unset came too early
+	done := after(wakeLead, func() error {
+		releasing.Store(true)
+		return release()
+	})
+	b, took := waitFetch(t, q, mq.DequeueOptions{Wait: 10 * wake})
+	wantNoErr(t, done, what)
+	if b == nil {
+		t.Fatalf("a long poll %s returned nothing after %v although %s ran after %v", held, took, what, wakeLead)
+	}
+	if !releasing.Load() {
+		t.Fatalf("a long poll %s returned %s before %s", held, describe(b), what)
+	}
+	wantPayloads(t, b, "the message held back "+held, want)
+	if took > wake {
+		t.Errorf("%s in the same process must wake a DequeueBatch waiting %s: it returned after %v, want under %v", what, held, took, wake)
+	}
+}
+
 func wantNoErr(t *testing.T, ch <-chan error, what string) {
 	t.Helper()
 	if err := <-ch; err != nil {

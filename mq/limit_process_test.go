@@ -1,26 +1,19 @@
 package mq_test
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/internal/processtest"
 	"github.com/duroq/duroq/mq"
-	"github.com/duroq/duroq/mq/postgres"
-	"github.com/duroq/duroq/mq/sqlite"
-	"github.com/duroq/duroq/pgdb"
 )
 
 // limitChildEnv makes the test binary a second consumer process on the storage its
@@ -38,15 +31,6 @@ const (
 	// first), and more than half of it, so that the two together would exceed it.
 	limitWorkers = 3
 )
-
-func limitOpen(location string) (mq.MessageQueue, error) {
-	kind, rest, _ := strings.Cut(location, " ")
-	if kind == "sqlite" {
-		return sqlite.Open(rest, sqlite.Options{})
-	}
-	schema, dsn, _ := strings.Cut(rest, " ")
-	return postgres.Open(context.Background(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema}})
-}
 
 // span is one handler run: which message, in which group, from when to when (Unix
 // nanoseconds of this machine's clock, which both processes share).
@@ -90,18 +74,12 @@ func TestLimitsHoldAcrossProcesses(t *testing.T) {
 		limitChild(t, location)
 		return
 	}
-	t.Run("sqlite", func(t *testing.T) {
-		limitRun(t, "sqlite "+filepath.Join(t.TempDir(), "limits.db"))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		dsn, schema := pgtest.Schema(t)
-		limitRun(t, "postgres "+schema+" "+dsn)
-	})
+	processtest.Locations(t, "limits.db", limitRun)
 }
 
 // limitChild consumes until killed, printing a line per handler run.
 func limitChild(t *testing.T, location string) {
-	q, err := limitOpen(location)
+	q, err := processtest.Open(location)
 	if err != nil {
 		t.Fatalf("child: %v", err)
 	}
@@ -125,7 +103,7 @@ func limitChild(t *testing.T, location string) {
 
 func limitRun(t *testing.T, location string) {
 	ctx := t.Context()
-	q, err := limitOpen(location)
+	q, err := processtest.Open(location)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,28 +130,14 @@ func limitRun(t *testing.T, location string) {
 		}
 	}
 
-	child := exec.Command(os.Args[0], "-test.run=^TestLimitsHoldAcrossProcesses$", "-test.count=1", "-test.timeout=3m")
-	child.Env = append(os.Environ(), limitChildEnv+"="+location)
-	child.Stderr = os.Stderr
-	out, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		child.Process.Kill()
-		child.Wait()
-	}()
+	child := processtest.StartChild(t, "TestLimitsHoldAcrossProcesses", limitChildEnv, location)
 	ready := make(chan struct{})
 	go func() {
-		lines := bufio.NewScanner(out)
-		for lines.Scan() {
-			if lines.Text() == "ready" {
+		for line := range child.Lines() {
+			if line == "ready" {
 				close(ready)
 			}
-			if s, ok := parseSpan(lines.Text()); ok {
+			if s, ok := parseSpan(line); ok {
 				record("child")(s)
 			}
 		}

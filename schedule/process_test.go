@@ -1,24 +1,17 @@
 package schedule_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/internal/processtest"
 	"github.com/duroq/duroq/mq"
-	"github.com/duroq/duroq/mq/postgres"
-	"github.com/duroq/duroq/mq/sqlite"
-	"github.com/duroq/duroq/pgdb"
 	"github.com/duroq/duroq/schedule"
 )
 
@@ -33,15 +26,6 @@ const (
 	// xpSchedules share the same slots.
 	xpSchedules = 8
 )
-
-func xpOpen(location string) (mq.MessageQueue, error) {
-	kind, rest, _ := strings.Cut(location, " ")
-	if kind == "sqlite" {
-		return sqlite.Open(rest, sqlite.Options{})
-	}
-	schema, dsn, _ := strings.Cut(rest, " ")
-	return postgres.Open(context.Background(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema}})
-}
 
 // xpRecording is a queue that reports the target messages of each Settle that
 // succeeded: the slots its Scheduler fired.
@@ -83,19 +67,13 @@ func TestSchedulesAcrossProcesses(t *testing.T) {
 		xpChild(t, location)
 		return
 	}
-	t.Run("sqlite", func(t *testing.T) {
-		xpRun(t, "sqlite "+filepath.Join(t.TempDir(), "schedules.db"))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		dsn, schema := pgtest.Schema(t)
-		xpRun(t, "postgres "+schema+" "+dsn)
-	})
+	processtest.Locations(t, "schedules.db", xpRun)
 }
 
 // xpChild runs a Scheduler until killed, printing "fired <slot id>" for each slot
 // it fired.
 func xpChild(t *testing.T, location string) {
-	q, err := xpOpen(location)
+	q, err := processtest.Open(location)
 	if err != nil {
 		t.Fatalf("child: %v", err)
 	}
@@ -133,7 +111,7 @@ func (f *firedSet) list() []string {
 
 func xpRun(t *testing.T, location string) {
 	ctx := t.Context()
-	q, err := xpOpen(location)
+	q, err := processtest.Open(location)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,30 +164,11 @@ func xpRun(t *testing.T, location string) {
 	}
 	stopHere := startHere()
 
-	child := exec.Command(os.Args[0], "-test.run=^TestSchedulesAcrossProcesses$", "-test.count=1", "-test.timeout=3m")
-	child.Env = append(os.Environ(), xpChildEnv+"="+location)
-	child.Stderr = os.Stderr
-	out, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	kill := func() {
-		if !killed {
-			killed = true
-			_ = child.Process.Signal(syscall.SIGKILL)
-			_ = child.Wait()
-		}
-	}
-	defer kill()
+	child := processtest.StartChild(t, "TestSchedulesAcrossProcesses", xpChildEnv, location)
 	theirsFired := make(chan struct{}, 1000)
 	go func() {
-		lines := bufio.NewScanner(out)
-		for lines.Scan() {
-			if id, ok := strings.CutPrefix(lines.Text(), "fired "); ok {
+		for line := range child.Lines() {
+			if id, ok := strings.CutPrefix(line, "fired "); ok {
 				theirs.add(id)
 				theirsFired <- struct{}{}
 			}
@@ -227,7 +186,7 @@ func xpRun(t *testing.T, location string) {
 	}
 	stopHere = startHere()
 	time.Sleep(1500 * time.Millisecond) // both again
-	kill()
+	child.Kill()
 	time.Sleep(xpLock + xpEvery) // this one alone, after a lock the child held lapsed
 	stopHere()
 

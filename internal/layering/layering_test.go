@@ -44,7 +44,8 @@ var allowed = map[string][]string{
 	"internal/limits":                    {},
 	"internal/tracectx":                  {"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/propagation"},
 	"internal/layering":                  {},
-	"internal/sqliteconn/sqliteconntest": {"github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
+	"internal/sqliteconn/sqliteconntest": {"internal/sqliteconn", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
+	"internal/processtest":               {"mq", "mq/sqlite", "mq/postgres", "internal/pgtest", "pgdb"},
 	// The adapter composes through the contracts (mq.TxQueue, eventstore.TxStore,
 	// txn) and links no database driver.
 	"adapter":        {"runtime/provider", "mq", "eventstore", "runtime", "txn", "internal/sqltx"},
