@@ -363,12 +363,21 @@ func limitedSQL(pq string) string {
 	return `EXISTS (SELECT 1 FROM mq_limits l WHERE l.queue = ` + pq + `)`
 }
 
-// limitedColumn is what a scan reports of its limits guard (see eligibleFrom).
-func limitedColumn(ex *exclusions, pq string) string {
-	if ex.limited {
-		return "false"
+// guardsCTE renders the CTE g of a dequeue statement: its guards, each probed
+// once per statement, however many times the statement reads it (PostgreSQL
+// would evaluate each copy of an uncorrelated EXISTS on its own). prioritized:
+// queue pq has visible messages of non-zero priority at pnow, unless ex scans
+// phased (see phasedScan); limited: pq has limits, unless ex applies them (see
+// eligibleFrom). A guard ex does not need is false.
+func guardsCTE(ex *exclusions, pq, pnow string) string {
+	prioritized, limited := "false", "false"
+	if !ex.phased {
+		prioritized = prioritizedSQL(pq, pnow)
 	}
-	return limitedSQL(pq)
+	if !ex.limited {
+		limited = limitedSQL(pq)
+	}
+	return `g AS MATERIALIZED (SELECT ` + prioritized + ` AS prioritized, ` + limited + ` AS limited)`
 }
 
 // liveLocksSQL reads the messages of a queue ($1) under a live lock at $2 (the
@@ -578,10 +587,10 @@ func candidateQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now ti
 		powner = a.p(opts.Session.Owner)
 	}
 	eligible := eligibleFrom(opts, ex, &a, pq, pnow, powner)
-	prioritized := prioritizedSQL(pq, pnow)
 	var sb strings.Builder
-	sb.WriteString(`WITH c AS MATERIALIZED (
-	` + phasedScan("m.id, m.routing_key, m.session, m.visible_at, m.priority", eligible, "1", ex.phased, prioritized) + `
+	sb.WriteString(`WITH ` + guardsCTE(ex, pq, pnow) + `,
+c AS MATERIALIZED (
+	` + phasedScan("m.id, m.routing_key, m.session, m.visible_at, m.priority", eligible, "1", ex.phased) + `
 )`)
 	claim := "c.routing_key IS NULL"
 	sessionCols, sessionJoin := "", ""
@@ -623,10 +632,10 @@ u AS (
 SELECT c.id, c.routing_key, c.session,
 	CASE WHEN c.routing_key IS NOT NULL THEN pg_try_advisory_xact_lock(%[4]s) END AS key_locked,
 	u.id IS NOT NULL AS claimed, u.payload, u.attempts, u.enqueued_at, u.tag, u.message_key, u.trace_parent, u.limit_group, u.priority,
-	CASE WHEN c.id IS NULL THEN %[10]s END AS next_visible, %[11]s AS prioritized, %[12]s AS limited%[7]s%[8]s
-FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
+	CASE WHEN c.id IS NULL THEN %[10]s END AS next_visible, g.prioritized, g.limited%[7]s%[8]s
+FROM g LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
 		ptoken, puntil, claim, keyLockID(pq, "c.routing_key"), pq, pnow, asyncCommit, sessionCols, sessionJoin,
-		nextVisible(eligible, pq, pnow, &a), prioritizedColumn(ex.phased, prioritized), limitedColumn(ex, pq))
+		nextVisible(eligible, pq, pnow, &a))
 	return sb.String(), a
 }
 
@@ -639,7 +648,7 @@ FROM (SELECT 1) AS one LEFT JOIN c ON true LEFT JOIN u ON true%[9]s`,
 func eligibleFrom(opts mq.DequeueOptions, ex *exclusions, a *sqlArgs, pq, pnow, powner string) string {
 	limitGuard := ""
 	if !ex.limited {
-		limitGuard = " AND NOT " + limitedSQL(pq)
+		limitGuard = " AND NOT (SELECT g.limited FROM g)"
 	}
 	var sb strings.Builder
 	sb.WriteString(`FROM mq_messages m
@@ -682,7 +691,7 @@ var priorityPhases = []struct{ cond, order string }{
 // order, returning cols.
 //
 // Unless phased, it is the scan as it was before priorities, of priority 0 only
-// (mq_messages_ready), guarded by prioritized (see prioritizedSQL): while the
+// (mq_messages_ready), guarded by g.prioritized (see guardsCTE): while the
 // queue has visible messages of another priority it locks nothing, and the caller,
 // told so by the statement, scans again phased. Phased, it reads the priority
 // phases, each an ordered and limited branch of a UNION ALL under the same limit
@@ -690,13 +699,13 @@ var priorityPhases = []struct{ cond, order string }{
 // the limit is reached). The plain scan keeps a queue without priorities at the
 // plan, and the planning time, it had before them: the UNION ALL doubles the
 // planning time of the statement.
-func phasedScan(cols, eligible, limit string, phased bool, prioritized string) string {
+func phasedScan(cols, eligible, limit string, phased bool) string {
 	if !phased {
 		return fmt.Sprintf(`SELECT %s %s
-		AND m.priority = 0 AND NOT %s
+		AND m.priority = 0 AND NOT (SELECT g.prioritized FROM g)
 		ORDER BY m.visible_at, m.id
 		LIMIT %s
-		FOR UPDATE OF m SKIP LOCKED`, cols, eligible, prioritized, limit)
+		FOR UPDATE OF m SKIP LOCKED`, cols, eligible, limit)
 	}
 	branches := make([]string, len(priorityPhases))
 	for i, ph := range priorityPhases {
@@ -717,14 +726,6 @@ func prioritizedSQL(pq, pnow string) string {
 		OR EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = %[1]s AND u.priority < 0 AND u.visible_at <= %[2]s))`, pq, pnow)
 }
 
-// prioritizedColumn is what a statement built with phasedScan reports of the
-// guard: prioritized unless phased (then false).
-func prioritizedColumn(phased bool, prioritized string) string {
-	if phased {
-		return "false"
-	}
-	return prioritized
-}
 
 // nextVisible renders when a scan that found nothing should look again: after
 // contendedRetry if eligible messages, eligibleFrom's FROM and WHERE, exist in its
@@ -855,14 +856,14 @@ func scanQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now time.Ti
 	var a sqlArgs
 	pq, pnow := a.p(queue), a.p(micros(now))
 	eligible := eligibleFrom(opts, ex, &a, pq, pnow, "")
-	prioritized := prioritizedSQL(pq, pnow)
 	asyncCommit := "NULL::text"
 	if async {
 		asyncCommit = "set_config('synchronous_commit', 'off', true)"
 	}
 	// r numbers the batches in eligibility order by their first message, a key's
 	// most urgent one: a key competes with it.
-	return fmt.Sprintf(`WITH c AS MATERIALIZED (
+	return fmt.Sprintf(`WITH %[7]s,
+c AS MATERIALIZED (
 	%[1]s
 ),
 r AS MATERIALIZED (
@@ -891,10 +892,10 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, kl.batch, kl.
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN %[5]s END,
-	(SELECT count(*) FROM c), %[6]s, %[7]s, %[8]s`,
-		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", eligible, a.p(int64(scan)), ex.phased, prioritized),
+	(SELECT count(*) FROM c), %[6]s, g.prioritized, g.limited FROM g`,
+		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", eligible, a.p(int64(scan)), ex.phased),
 		a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), nextVisible(eligible, pq, pnow, &a), asyncCommit,
-		prioritizedColumn(ex.phased, prioritized), limitedColumn(ex, pq)), a
+		guardsCTE(ex, pq, pnow)), a
 }
 
 // lockKeys takes keys of queue, whose advisory locks tx holds, each for a new token
