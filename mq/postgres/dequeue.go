@@ -726,7 +726,6 @@ func prioritizedSQL(pq, pnow string) string {
 		OR EXISTS (SELECT 1 FROM mq_messages u WHERE u.queue = %[1]s AND u.priority < 0 AND u.visible_at <= %[2]s))`, pq, pnow)
 }
 
-
 // nextVisible renders when a scan that found nothing should look again: after
 // contendedRetry if eligible messages, eligibleFrom's FROM and WHERE, exist in its
 // snapshot (the scan skipped them: other transactions had them locked, claiming
