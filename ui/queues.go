@@ -54,6 +54,7 @@ type queueData struct {
 	First    string
 	Done     string       // what an action that redirected here did, with how many messages
 	Actions  []actionLink // pause or resume; none when read-only
+	Limits   []mq.LimitInfo // the queue's limits, with the batches each holds in flight
 }
 
 // messageRow is a stored message as the queue page shows it.
@@ -114,6 +115,9 @@ func (h *handler) queue(r *http.Request) (*view, error) {
 		d.Stats, err = h.queues.KeyStats(ctx, d.Name, d.Key)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if d.Limits, err = h.queues.Limits(ctx, d.Name); err != nil {
 		return nil, err
 	}
 	if !h.o.ReadOnly {

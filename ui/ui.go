@@ -297,7 +297,20 @@ func (h *handler) funcs() template.FuncMap {
 			return *s
 		},
 		"lower": strings.ToLower,
+		"span":  span,
 	}
+}
+
+// span formats d without the zero units Duration.String keeps: "1m", "1h", "1m30s".
+func span(d time.Duration) string {
+	s := strings.TrimSuffix(d.String(), "m0s")
+	if s != d.String() {
+		s = strings.TrimSuffix(s+"m", "h0m")
+		if !strings.HasSuffix(s, "m") {
+			s += "h"
+		}
+	}
+	return s
 }
 
 // displayLimit bounds every stored value a page shows (inputs, outputs, payloads,

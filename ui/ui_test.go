@@ -186,6 +186,31 @@ func testQueuePages(t *testing.T, f *fixture) {
 	f.page(t, "/queue?name=orchestrator", `StartOrchestration</span> Unregistered for <a href="/instance?id=stuck-1">stuck-1</a>`, "hal")
 	f.page(t, "/instance?id="+stuckID, `id="status">Pending`, "Unregistered")
 	f.page(t, "/queue?name=orders.dead", "dead letter", "from orders", deadReason, "dead-lettered", `{&#34;total&#34;:-5}`, `id="redrive-all"`)
+	if strings.Contains(body, `id="limits"`) {
+		t.Error("a queue without limits shows a limits table")
+	}
+	// The limits of a queue, with what each holds in flight.
+	a := f.p.Queue().(mq.Admin)
+	if err := a.SetLimit(t.Context(), "orders", "", mq.Limit{MaxInFlight: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetLimit(t.Context(), "orders", "vip", mq.Limit{Rate: 10, Per: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := f.p.Queue().DequeueBatch(t.Context(), "orders", mq.DequeueOptions{LockTimeout: time.Minute})
+	if err != nil || held == nil {
+		t.Fatalf("dequeue under a limit: %v, %v", held, err)
+	}
+	f.page(t, "/queue?name=orders", `id="limits"`, "<td>the whole queue</td>\n  <td class=\"num\">1</td>\n  <td class=\"num\">3</td>",
+		"<td>group vip</td>", "10 per 1m")
+	if err := f.p.Queue().Abandon(t.Context(), held.Token, mq.AbandonOptions{IgnoreAttempt: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"", "vip"} {
+		if err := a.SetLimit(t.Context(), "orders", g, mq.Limit{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func testBadRequests(t *testing.T, f *fixture) {
