@@ -11,8 +11,8 @@
 // ids are unique, and its payload is the definition and the next slot to fire
 // (JSON with a version field, readable with `duroq queues peek -payload`). The
 // message is visible at that slot plus a random jitter. Manager creates, lists,
-// pauses, resumes and deletes schedules; Scheduler consumes the queue and fires
-// them.
+// updates, pauses, resumes and deletes schedules; Scheduler consumes the queue and
+// fires them.
 //
 // A slot is an instant the schedule names. Its slot id is the schedule id, "@" and
 // the slot in RFC 3339 UTC ("nightly@2026-01-02T03:00:00Z", see SlotID): every

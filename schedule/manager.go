@@ -34,7 +34,7 @@ type ManagerOptions struct {
 	Now func() time.Time
 }
 
-// Manager creates, reads, pauses, resumes and deletes the schedules of a queue. It
+// Manager creates, reads, updates, pauses, resumes and deletes the schedules of a queue. It
 // is safe for concurrent use, by any number of processes at once.
 type Manager struct {
 	q     managedQueue
@@ -263,6 +263,33 @@ func (m *Manager) Resume(ctx context.Context, id string) (Info, error) {
 		}
 		r.Paused, r.Next = false, next
 		return next.Add(jitter(time.Duration(r.Jitter))).Sub(now), nil
+	})
+}
+
+// Update replaces the definition of schedule s.ID with s, atomically: its next
+// slot is the first of the new definition after now; a paused schedule stays
+// paused, and the last instance it started is kept (for OverlapSkip). A firing in
+// progress loses its lock and fires nothing (an orchestration it started already
+// stays started). It fails with ErrNotFound when no schedule has the id, and as
+// Create when s breaks a rule.
+func (m *Manager) Update(ctx context.Context, s Schedule) (Info, error) {
+	const op = "update"
+	s, sl, err := s.normalize(op, m.queue)
+	if err != nil {
+		return Info{}, err
+	}
+	return m.replace(ctx, op, s.ID, func(r *record, _ slots, now time.Time) (time.Duration, error) {
+		next := sl.next(now)
+		if next.IsZero() {
+			return 0, invalid(op, s.ID, "Cron", "names no time in the next five years")
+		}
+		updated := newRecord(s, next)
+		updated.Paused, updated.LastInstance = r.Paused, r.LastInstance
+		*r = *updated
+		if r.Paused {
+			return pausedDelay, nil
+		}
+		return next.Add(jitter(s.Jitter)).Sub(now), nil
 	})
 }
 

@@ -189,6 +189,7 @@ var suite = []suiteCase{
 	{"OverlapSkip", testOverlapSkip},
 	{"FailedStartIsRetried", testFailedStartIsRetried},
 	{"PauseResume", testPauseResume},
+	{"UpdateReplacesTheDefinition", testUpdate},
 	{"DeleteAndCreateAgain", testDelete},
 	{"ListPagesInIDOrder", testList},
 	{"UnreadableScheduleIsKept", testUnreadable},
@@ -466,6 +467,44 @@ func testPauseResume(t *testing.T, e *env) {
 		if _, err := op(ctx, "missing"); !errors.Is(err, schedule.ErrNotFound) {
 			t.Fatalf("Pause/Resume of a missing schedule: %v, want ErrNotFound", err)
 		}
+	}
+}
+
+func testUpdate(t *testing.T, e *env) {
+	ctx := t.Context()
+	st := &starter{}
+	s := e.scheduler(nil, schedule.SchedulerOptions{Starter: st})
+	e.create(schedule.Schedule{ID: "u", Every: time.Minute, Orchestration: &schedule.OrchestrationTarget{Name: "Report"}})
+	e.fire(s, "10:01:00", 1)
+	in, err := e.m.Update(ctx, schedule.Schedule{ID: "u", Cron: "30 10 * * *", TimeZone: "Europe/Paris",
+		Enqueue: &schedule.EnqueueTarget{Queue: "reports", Payload: []byte("daily")}})
+	if err != nil || in.Cron != "30 10 * * *" || in.Every != 0 || in.Orchestration != nil || in.Enqueue == nil ||
+		!in.Next.Equal(at("09:30:00").Add(24*time.Hour)) || in.LastInstance != slot("u", "10:01:00") {
+		t.Fatalf("Update = %+v, %v; want the cron definition, next 10:30 Paris tomorrow, the last instance kept", in, err)
+	}
+	if got := e.get("u"); got.Cron != in.Cron || got.TimeZone != "Europe/Paris" || !got.Next.Equal(in.Next) {
+		t.Fatalf("Get after Update = %+v", got)
+	}
+	e.fire(s, "10:02:00", 0) // the old definition's slot is gone
+	e.clock.Set(at("09:30:00").Add(24 * time.Hour))
+	e.fire(s, "", 1)
+	e.wantFired("reports", schedule.SlotID("u", at("09:30:00").Add(24*time.Hour)))
+
+	// A paused schedule stays paused.
+	if _, err := e.m.Pause(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := e.m.Update(ctx, every("u", time.Hour, "reports")); err != nil || !in.Paused || in.Every != time.Hour {
+		t.Fatalf("Update of a paused schedule = %+v, %v", in, err)
+	}
+	if _, err := e.m.Update(ctx, every("missing", time.Hour, "reports")); !errors.Is(err, schedule.ErrNotFound) {
+		t.Fatalf("Update of a missing schedule: %v, want ErrNotFound", err)
+	}
+	if _, err := e.m.Update(ctx, schedule.Schedule{ID: "u", Every: time.Hour}); !errors.Is(err, schedule.ErrInvalid) {
+		t.Fatalf("Update without a target: %v, want ErrInvalid", err)
+	}
+	if got := e.get("u"); !got.Paused || got.Every != time.Hour {
+		t.Fatalf("a refused Update changed the schedule: %+v", got)
 	}
 }
 

@@ -16,7 +16,8 @@ import (
 var schedulesGroup = &commandGroup{name: "schedules", subject: "the schedule id", commands: []instanceCommand{
 	{"list", "", "list the schedules in id order, a page at a time: when they fire, what, their next slot and state", 0, listSchedulesFlags},
 	{"show", "<id>", "describe a schedule: its definition, next slot, state and last error", 1, scheduleFlags(showSchedule)},
-	{"create", "<id>", "create a schedule (-cron or -every) that enqueues a message (-enqueue) or starts an orchestration (-start)", 1, createScheduleFlags},
+	{"create", "<id>", "create a schedule (-cron or -every) that enqueues a message (-enqueue) or starts an orchestration (-start)", 1, definitionFlags((*schedule.Manager).Create)},
+	{"update", "<id>", "replace a schedule's definition (the flags of create) atomically: it fires from the new definition's next slot, paused if it was", 1, definitionFlags((*schedule.Manager).Update)},
 	{"pause", "<id>", "stop a schedule from firing until resumed", 1, scheduleFlags(pauseSchedule)},
 	{"resume", "<id>", "make a paused schedule fire again from its next slot after now (the slots it missed never fire)", 1, scheduleFlags(resumeSchedule)},
 	{"delete", "<id>", "delete a schedule", 1, scheduleFlags(deleteSchedule)},
@@ -271,9 +272,15 @@ func deleteSchedule(ctx context.Context, s *session, m *schedule.Manager, args [
 	})
 }
 
-// ---- create ----
+// ---- create, update ----
 
-func createScheduleFlags(fs *flag.FlagSet) runner {
+// definitionFlags defines the flags of a schedule's definition and runs store (the
+// Manager's Create or Update) with it.
+func definitionFlags(store func(*schedule.Manager, context.Context, schedule.Schedule) (schedule.Info, error)) func(*flag.FlagSet) runner {
+	return func(fs *flag.FlagSet) runner { return scheduleDefinition(fs, store) }
+}
+
+func scheduleDefinition(fs *flag.FlagSet, store func(*schedule.Manager, context.Context, schedule.Schedule) (schedule.Info, error)) runner {
 	var sc schedule.Schedule
 	fs.StringVar(&sc.Cron, "cron", "", "fire at the times of this cron expression: 5 fields (minute first), 6 with seconds, or @daily, @hourly...")
 	fs.StringVar(&sc.TimeZone, "tz", "", "the IANA time zone -cron is read in, e.g. Europe/Paris (default UTC)")
@@ -312,7 +319,7 @@ func createScheduleFlags(fs *flag.FlagSet) runner {
 		default:
 			sc.Orchestration = &o
 		}
-		in, err := m.Create(ctx, sc)
+		in, err := store(m, ctx, sc)
 		if err != nil {
 			return err
 		}

@@ -156,6 +156,17 @@ func schedulesScenario(t *testing.T, p *adapter.Provider, c *scli) {
 		t.Fatalf("show nightly -json = %+v", shown)
 	}
 
+	// update replaces the definition, keeping the pause.
+	c.run("pause", "nightly")
+	var updated scheduleJSON
+	c.decode(&updated, "update", "nightly", "-every", "2h", "-start", "Report")
+	if updated.Every != "2h0m0s" || updated.Cron != "" || updated.Enqueue != nil || updated.Orchestration == nil || !updated.Paused {
+		t.Fatalf("update nightly -json = %+v", updated)
+	}
+	c.run("resume", "nightly")
+	c.fails(1, "no schedule with this id", "update", "missing", "-every", "1h", "-enqueue", "q")
+	c.fails(2, "give -cron or -every", "update", "nightly", "-enqueue", "q")
+
 	// Another schedules queue holds other schedules.
 	c.run("create", "other", "-queue", "more.schedules", "-every", "1h", "-enqueue", "q")
 	c.decode(&page, "list", "-queue", "more.schedules")
