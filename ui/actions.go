@@ -44,6 +44,8 @@ var doneMessages = map[string]string{
 	"delete-message":  "Message deleted.",
 	"pause":           "Queue paused: its consumers receive none of its messages until it is resumed.",
 	"resume":          "Queue resumed: its consumers receive its messages again.",
+	"schedule-pause":  "Schedule paused: it fires nothing until it is resumed.",
+	"schedule-resume": "Schedule resumed: it fires again from its next slot.",
 }
 
 // running refuses actions that need an instance that has not ended.

@@ -52,8 +52,8 @@ type queueData struct {
 	Redrive  string // the link redriving every dead letter shown by the filter; "" when none
 	Next     string
 	First    string
-	Done     string       // what an action that redirected here did, with how many messages
-	Actions  []actionLink // pause or resume; none when read-only
+	Done     string         // what an action that redirected here did, with how many messages
+	Actions  []actionLink   // pause or resume; none when read-only
 	Limits   []mq.LimitInfo // the queue's limits, with the batches each holds in flight
 }
 

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/runtime"
 	"github.com/duroq/duroq/runtime/provider"
+	"github.com/duroq/duroq/schedule"
 )
 
 // Options configure New. At least one of Provider and Queues must be set.
@@ -27,6 +29,11 @@ type Options struct {
 	// redrives; it must implement mq.Admin, as duroq's queues do. nil: no queue
 	// pages. For a runtime's own queues pass its provider's (adapter.Provider.Queue).
 	Queues mq.MessageQueue
+	// ScheduleQueue is the queue of Queues holding the schedules (see package
+	// schedule) the Schedules page lists, pauses and resumes. Default
+	// schedule.DefaultQueue. The page exists when Queues is set and implements
+	// what schedule.NewManager needs, as duroq's queues do.
+	ScheduleQueue string
 	// ReadOnly hides every action and answers every POST with 403 Forbidden.
 	ReadOnly bool
 	// Prefix is the path the handler is mounted under, without a trailing slash:
@@ -61,10 +68,13 @@ type handler struct {
 	o      Options
 	admin  provider.ProviderAdmin // nil without Options.Provider
 	queues queueAdmin             // nil without Options.Queues
-	client *runtime.Client        // nil without Options.Provider
-	pages  map[string]*template.Template
-	mux    *http.ServeMux
-	csrf   *http.CrossOriginProtection
+	// schedules manages the schedules of Options.ScheduleQueue; nil without a
+	// Schedules page.
+	schedules *schedule.Manager
+	client    *runtime.Client // nil without Options.Provider
+	pages     map[string]*template.Template
+	mux       *http.ServeMux
+	csrf      *http.CrossOriginProtection
 }
 
 // New returns the UI as an http.Handler. Serve it on a loopback address or behind
@@ -79,6 +89,7 @@ func New(o Options) (http.Handler, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	o.ScheduleQueue = cmp.Or(o.ScheduleQueue, schedule.DefaultQueue)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -87,6 +98,12 @@ func New(o Options) (http.Handler, error) {
 		var ok bool
 		if h.queues, ok = o.Queues.(queueAdmin); !ok {
 			return nil, fmt.Errorf("ui: Options.Queues: the %T queue does not implement mq.Admin", o.Queues)
+		}
+		if _, ok := o.Queues.(mq.TxQueue); ok {
+			var err error
+			if h.schedules, err = schedule.NewManager(o.Queues, schedule.ManagerOptions{Queue: o.ScheduleQueue, Now: o.Now}); err != nil {
+				return nil, fmt.Errorf("ui: Options.ScheduleQueue: %w", err)
+			}
 		}
 	}
 	if o.Provider != nil {
@@ -125,6 +142,12 @@ func (h *handler) routes() {
 		}
 		for _, a := range h.queueActions() {
 			h.action("/queue/"+a.name, h.confirmQueueAction(a), h.doQueueAction(a))
+		}
+	}
+	if h.schedules != nil {
+		h.mux.Handle("GET /schedules", h.page(h.schedulesPage))
+		for _, a := range h.scheduleActions() {
+			h.action("/schedule/"+a.name, h.confirmScheduleAction(a), h.doScheduleAction(a))
 		}
 	}
 	h.mux.Handle("/", h.page(func(*http.Request) (*view, error) {
@@ -201,6 +224,7 @@ type layoutData struct {
 	Nav       string // the active navigation entry
 	Instances bool   // the instance pages exist
 	Queues    bool   // the queue pages exist
+	Schedules bool   // the Schedules page exists
 	ReadOnly  bool
 	Data      any // the page's own data
 }
@@ -211,7 +235,7 @@ func (h *handler) render(w http.ResponseWriter, code int, v *view) {
 	var buf bytes.Buffer
 	nav, _, _ := strings.Cut(v.page, ".")
 	err := h.pages[v.page].ExecuteTemplate(&buf, "layout", layoutData{Title: v.title, Nav: nav,
-		Instances: h.admin != nil, Queues: h.queues != nil, ReadOnly: h.o.ReadOnly, Data: v.data})
+		Instances: h.admin != nil, Queues: h.queues != nil, Schedules: h.schedules != nil, ReadOnly: h.o.ReadOnly, Data: v.data})
 	if err != nil {
 		h.o.Logger.Error("ui: render", "page", v.page, "err", err)
 		http.Error(w, "ui: rendering the page failed", http.StatusInternalServerError)
@@ -231,9 +255,9 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &he):
 		code = he.code
-	case errors.Is(err, provider.ErrNotFound):
+	case errors.Is(err, provider.ErrNotFound), errors.Is(err, schedule.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, provider.ErrInvalid), errors.Is(err, mq.ErrInvalid):
+	case errors.Is(err, provider.ErrInvalid), errors.Is(err, mq.ErrInvalid), errors.Is(err, schedule.ErrInvalid):
 		code = http.StatusBadRequest
 	default:
 		h.o.Logger.Error("ui: request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/duroq/duroq/adapter"
 	"github.com/duroq/duroq/mq"
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/schedule"
 	"github.com/duroq/duroq/ui"
 )
 
@@ -109,6 +110,7 @@ func TestUI(t *testing.T) {
 			t.Run("Delete", func(t *testing.T) { testDelete(t, f) })
 			t.Run("Redrive", func(t *testing.T) { testRedrive(t, f) })
 			t.Run("DeleteAStuckStart", func(t *testing.T) { testDeleteMessage(t, f) })
+			t.Run("Schedules", func(t *testing.T) { testSchedules(t, f) })
 		})
 	}
 }
@@ -372,6 +374,58 @@ func testDeleteMessage(t *testing.T, f *fixture) {
 	}
 }
 
+// testSchedules lists the schedules of the runtime's queue, pauses one from the
+// page and resumes it.
+func testSchedules(t *testing.T, f *fixture) {
+	ctx := t.Context()
+	m, err := schedule.NewManager(f.p.Queue(), schedule.ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.page(t, "/schedules", "No schedule.")
+	for _, s := range []schedule.Schedule{
+		{ID: "nightly", Cron: "0 3 * * *", TimeZone: "Europe/Paris", Jitter: time.Minute, Orchestration: &schedule.OrchestrationTarget{Name: "Report"}},
+		{ID: "tick", Every: 30 * time.Second, Enqueue: &schedule.EnqueueTarget{Queue: "ticks", Payload: []byte("x")}},
+	} {
+		if _, err := m.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, id := range []string{"nightly", "tick"} {
+			m.Delete(context.Background(), id)
+		}
+	})
+	f.page(t, "/", `href="/schedules">Schedules</a>`)
+	f.page(t, "/schedules", "<td>nightly</td>", "cron <code>0 3 * * *</code> Europe/Paris", "(jitter 1m)", "start Report",
+		"<td>tick</td>", "every 30s", `enqueue to <a href="/queue?name=ticks">ticks</a>`, `href="/schedule/pause?id=tick">Pause</a>`, "active")
+	f.page(t, "/schedule/pause?id=tick", "Pause schedule &#34;tick&#34;?", `action="/schedule/pause"`, `name="id" value="tick"`)
+	if code, _, body := f.post(t, "/schedule/pause", url.Values{}); code != http.StatusBadRequest || !strings.Contains(body, "no schedule id") {
+		t.Errorf("a pause without a schedule: %d, want 400", code)
+	}
+	if code, _, _ := f.post(t, "/schedule/pause", url.Values{"id": {"missing"}}); code != http.StatusNotFound {
+		t.Errorf("a pause of a missing schedule: %d, want 404", code)
+	}
+	code, loc, _ := f.post(t, "/schedule/pause", url.Values{"id": {"tick"}})
+	if code != http.StatusSeeOther || loc != "/schedules?done=schedule-pause" {
+		t.Fatalf("pause: %d to %q", code, loc)
+	}
+	f.page(t, loc, "Schedule paused", `href="/schedule/resume?id=tick">Resume</a>`, `<span class="status paused">paused</span>`)
+	if in, err := m.Get(ctx, "tick"); err != nil || !in.Paused {
+		t.Fatalf("the schedule paused from the UI: %+v, %v", in, err)
+	}
+	code, loc, _ = f.post(t, "/schedule/resume", url.Values{"id": {"tick"}})
+	if code != http.StatusSeeOther || loc != "/schedules?done=schedule-resume" {
+		t.Fatalf("resume: %d to %q", code, loc)
+	}
+	if body := f.page(t, loc, "Schedule resumed"); strings.Contains(body, "/schedule/resume") {
+		t.Error("a resumed schedule offers Resume")
+	}
+	if in, err := m.Get(ctx, "tick"); err != nil || in.Paused {
+		t.Fatalf("the schedule resumed from the UI: %+v, %v", in, err)
+	}
+}
+
 // waitFor waits until the instance reaches state.
 func waitFor(t *testing.T, f *fixture, id string, state runtime.State) {
 	t.Helper()
@@ -393,7 +447,7 @@ func TestReadOnly(t *testing.T) {
 		strings.Contains(body, "/queue/pause") {
 		t.Error("a read-only UI offers a redrive, a delete or a pause")
 	}
-	for _, path := range []string{"/instance/cancel", "/queue/redrive", "/queue/delete", "/queue/pause", "/queue/resume"} {
+	for _, path := range []string{"/instance/cancel", "/queue/redrive", "/queue/delete", "/queue/pause", "/queue/resume", "/schedule/pause", "/schedule/resume"} {
 		if code, _, _ := f.post(t, path, url.Values{"id": {cancelID}, "name": {"orders.dead"}}); code != http.StatusForbidden {
 			t.Errorf("POST %s: %d, want 403", path, code)
 		}

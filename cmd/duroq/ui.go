@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/duroq/duroq/schedule"
 	"github.com/duroq/duroq/ui"
 )
 
@@ -23,9 +24,10 @@ func uiCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	db := fs.String("db", "", "the database: a SQLite file, or a PostgreSQL URL (postgres://...)")
 	schema := fs.String("schema", "public", "PostgreSQL schema holding duroq's tables")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on; the UI has no authentication: keep it on loopback or behind a proxy that has")
-	readOnly := fs.Bool("read-only", false, "show only: no cancel, raise, delete or redrive")
+	readOnly := fs.Bool("read-only", false, "show only: no cancel, raise, delete, redrive or pause")
+	scheduleQueue := fs.String("schedules-queue", schedule.DefaultQueue, "the queue holding the schedules the Schedules page shows (see duroq schedules -queue)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: duroq ui -db <sqlite file | postgres://...> [-addr 127.0.0.1:8080] [-read-only]\n\nServes the web UI: instances, their histories and trees, queues and dead letters,\nwith cancel, raise, delete, redrive and queue pause/resume (confirmed, POST, same-origin only).")
+		fmt.Fprintln(fs.Output(), "usage: duroq ui -db <sqlite file | postgres://...> [-addr 127.0.0.1:8080] [-read-only] [-schedules-queue q]\n\nServes the web UI: instances, their histories and trees, queues and dead letters,\nschedules, with cancel, raise, delete, redrive and queue and schedule pause/resume\n(confirmed, POST, same-origin only).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -43,7 +45,7 @@ func uiCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("ui: %w", err)
 	}
 	defer p.Close()
-	h, err := ui.New(ui.Options{Provider: p, Queues: p.Queue(), ReadOnly: *readOnly,
+	h, err := ui.New(ui.Options{Provider: p, Queues: p.Queue(), ScheduleQueue: *scheduleQueue, ReadOnly: *readOnly,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"runtime/runtimetest":                {"runtime/provider", "runtime", "adapter"},
 	"conformance":                        {"runtime/provider", "mq", "eventstore", "runtime", "runtime/faultprovider", "txn", "go.opentelemetry.io/otel/trace"},
 	"bench":                              {"runtime/provider", "mq", "eventstore", "runtime"},
-	"ui":                                 {"runtime/provider", "mq", "runtime", "internal/tracectx"},
+	"ui":                                 {"runtime/provider", "mq", "runtime", "schedule", "internal/tracectx"},
 	"schedule":                           {"mq", "txn", "github.com/robfig/cron/v3"},
 	"mq/sqlite":                          {"mq", "txn", "internal/", "sqlitedb", "github.com/google/uuid", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
 	"eventstore/sqlite":                  {"eventstore", "eventstore/sqlstore", "txn", "internal/", "sqlitedb", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
