@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -184,4 +185,68 @@ func (h *handler) doInstanceAction(a instanceAction) func(*http.Request) (*view,
 		}
 		return &view{redirect: a.after(id)}, nil
 	}
+}
+
+// switchAction switches a named thing (a queue, a schedule) from one state to
+// another (pause, resume): the thing's page offers it when applies says so for the
+// thing's state S; a confirmation page (GET /<thing>/<name>) asks, and the POST
+// performs it and goes back to the thing's page.
+type switchAction[S any] struct {
+	name     string // the action: its path under /<thing>/
+	label    string
+	thing    string // "queue", "schedule"
+	field    string // the form field that names the thing
+	question string // with %q for the thing's name
+	done     string // the ?done= code of the page it goes back to; default name
+	applies  func(S) bool
+	do       func(ctx context.Context, target string) error
+	// page is the thing's page: the path and query it goes back to.
+	page func(target string) (string, url.Values)
+}
+
+func (a switchAction[S]) path() string { return "/" + a.thing + "/" + a.name }
+
+// link is the link to the action's confirmation page for target.
+func (a switchAction[S]) link(h *handler, target string) actionLink {
+	return actionLink{a.label, h.link(a.path(), url.Values{a.field: {target}}), ""}
+}
+
+// target reads the name of the thing the request names.
+func (a switchAction[S]) target(r *http.Request) (string, error) {
+	target := r.FormValue(a.field)
+	if target == "" {
+		return "", badRequest("%s: no %s %s", a.name, a.thing, a.field)
+	}
+	return target, nil
+}
+
+// register serves the confirmation page and the POST.
+func (a switchAction[S]) register(h *handler) {
+	h.action(a.path(), func(r *http.Request) (*view, error) {
+		target, err := a.target(r)
+		if err != nil {
+			return nil, err
+		}
+		back, query := a.page(target)
+		return &view{page: "confirm.html", title: a.label, data: confirmData{
+			Question: fmt.Sprintf(a.question, clip(target, 200)), Action: h.link(a.path(), nil),
+			Hidden: map[string]string{a.field: target}, Submit: a.label, Back: h.link(back, query)}}, nil
+	}, func(r *http.Request) (*view, error) {
+		if err := parseForm(r, a.name); err != nil {
+			return nil, err
+		}
+		target, err := a.target(r)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.do(r.Context(), target); err != nil {
+			return nil, fmt.Errorf("%s %s %q: %w", a.name, a.thing, clip(target, 200), err)
+		}
+		back, query := a.page(target)
+		if query == nil {
+			query = url.Values{}
+		}
+		query.Set("done", cmp.Or(a.done, a.name))
+		return &view{redirect: back + "?" + query.Encode()}, nil
+	})
 }

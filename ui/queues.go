@@ -123,7 +123,7 @@ func (h *handler) queue(r *http.Request) (*view, error) {
 	if !h.o.ReadOnly {
 		for _, a := range h.queueActions() {
 			if a.applies(d.Stats) {
-				d.Actions = append(d.Actions, actionLink{a.label, h.link("/queue/"+a.name, url.Values{"name": {d.Name}}), ""})
+				d.Actions = append(d.Actions, a.link(h, d.Name))
 			}
 		}
 	}
@@ -294,63 +294,18 @@ func (h *handler) doMessageAction(a messageAction) func(*http.Request) (*view, e
 	}
 }
 
-// queueAction is an action on a whole queue (pause, resume): a confirmation page
-// (GET) and the POST that performs it.
-type queueAction struct {
-	name     string // its path under /queue/, and its ?done= code
-	label    string
-	question string // with %q for the queue
-	// applies says whether the queue page offers it for a queue whose Stats are st.
-	applies func(st mq.Stats) bool
-	do      func(ctx context.Context, queue string) error
-}
-
-func (h *handler) queueActions() []queueAction {
-	return []queueAction{
-		{name: "pause", label: "Pause",
+// queueActions pause and resume a queue from its page.
+func (h *handler) queueActions() []switchAction[mq.Stats] {
+	return []switchAction[mq.Stats]{
+		{name: "pause", label: "Pause", field: "name", thing: "queue",
 			question: "Pause queue %q? Its consumers, in every process, receive none of its messages until it is resumed; producers go on enqueuing, and the batches consumers hold now are settled as usual.",
 			applies:  func(st mq.Stats) bool { return !st.Paused },
-			do:       func(ctx context.Context, queue string) error { return h.queues.Pause(ctx, queue) }},
-		{name: "resume", label: "Resume",
+			do:       h.queues.Pause,
+			page:     func(name string) (string, url.Values) { return "/queue", url.Values{"name": {name}} }},
+		{name: "resume", label: "Resume", field: "name", thing: "queue",
 			question: "Resume queue %q? Its consumers receive its messages again, in their order.",
 			applies:  func(st mq.Stats) bool { return st.Paused },
-			do:       func(ctx context.Context, queue string) error { return h.queues.Resume(ctx, queue) }},
-	}
-}
-
-// queueName reads the queue a queue action names (?name= or the form's name).
-func (a queueAction) queueName(r *http.Request) (string, error) {
-	name := r.FormValue("name")
-	if name == "" {
-		return "", badRequest("%s: no queue name", a.name)
-	}
-	return name, nil
-}
-
-func (h *handler) confirmQueueAction(a queueAction) func(*http.Request) (*view, error) {
-	return func(r *http.Request) (*view, error) {
-		name, err := a.queueName(r)
-		if err != nil {
-			return nil, err
-		}
-		return &view{page: "confirm.html", title: a.label, data: confirmData{
-			Question: fmt.Sprintf(a.question, clip(name, 200)), Action: h.link("/queue/"+a.name, nil),
-			Hidden: map[string]string{"name": name}, Submit: a.label, Back: h.link("/queue", url.Values{"name": {name}})}}, nil
-	}
-}
-
-func (h *handler) doQueueAction(a queueAction) func(*http.Request) (*view, error) {
-	return func(r *http.Request) (*view, error) {
-		if err := parseForm(r, a.name); err != nil {
-			return nil, err
-		}
-		name, err := a.queueName(r)
-		if err != nil {
-			return nil, err
-		}
-		if err := a.do(r.Context(), name); err != nil {
-			return nil, fmt.Errorf("%s queue %q: %w", a.name, clip(name, 200), err)
-		}
-		return &view{redirect: "/queue?" + url.Values{"name": {name}, "done": {a.name}}.Encode()}, nil
+			do:       h.queues.Resume,
+			page:     func(name string) (string, url.Values) { return "/queue", url.Values{"name": {name}} }},
 	}
 }

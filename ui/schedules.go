@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -40,7 +39,7 @@ func (h *handler) schedulesPage(r *http.Request) (*view, error) {
 		if !h.o.ReadOnly {
 			for _, a := range h.scheduleActions() {
 				if a.applies(in) {
-					row.Actions = append(row.Actions, actionLink{a.label, h.link("/schedule/"+a.name, url.Values{"id": {in.ID}}), ""})
+					row.Actions = append(row.Actions, a.link(h, in.ID))
 				}
 			}
 		}
@@ -55,62 +54,20 @@ func (h *handler) schedulesPage(r *http.Request) (*view, error) {
 	return &view{page: "schedules.html", title: "Schedules", data: d}, nil
 }
 
-// scheduleAction is an action on a schedule (pause, resume): a confirmation page
-// (GET) and the POST that performs it.
-type scheduleAction struct {
-	name     string // its path under /schedule/, and its ?done= code
-	label    string
-	question string // with %q for the schedule id
-	applies  func(in schedule.Info) bool
-	do       func(ctx context.Context, id string) (schedule.Info, error)
-}
-
-func (h *handler) scheduleActions() []scheduleAction {
-	return []scheduleAction{
-		{name: "pause", label: "Pause",
+// scheduleActions pause and resume a schedule from the Schedules page.
+func (h *handler) scheduleActions() []switchAction[schedule.Info] {
+	pause := func(ctx context.Context, id string) error { _, err := h.schedules.Pause(ctx, id); return err }
+	resume := func(ctx context.Context, id string) error { _, err := h.schedules.Resume(ctx, id); return err }
+	return []switchAction[schedule.Info]{
+		{name: "pause", label: "Pause", field: "id", thing: "schedule", done: "schedule-pause",
 			question: "Pause schedule %q? It fires nothing until it is resumed; a firing in progress fires nothing (an orchestration it started stays started).",
 			applies:  func(in schedule.Info) bool { return !in.Paused },
-			do:       h.schedules.Pause},
-		{name: "resume", label: "Resume",
+			do:       pause,
+			page:     func(string) (string, url.Values) { return "/schedules", nil }},
+		{name: "resume", label: "Resume", field: "id", thing: "schedule", done: "schedule-resume",
 			question: "Resume schedule %q? It fires again from its next slot after now: the slots it missed while paused never fire.",
 			applies:  func(in schedule.Info) bool { return in.Paused },
-			do:       h.schedules.Resume},
-	}
-}
-
-// scheduleID reads the schedule an action names (?id= or the form's id).
-func (a scheduleAction) scheduleID(r *http.Request) (string, error) {
-	id := r.FormValue("id")
-	if id == "" {
-		return "", badRequest("%s: no schedule id", a.name)
-	}
-	return id, nil
-}
-
-func (h *handler) confirmScheduleAction(a scheduleAction) func(*http.Request) (*view, error) {
-	return func(r *http.Request) (*view, error) {
-		id, err := a.scheduleID(r)
-		if err != nil {
-			return nil, err
-		}
-		return &view{page: "confirm.html", title: a.label, data: confirmData{
-			Question: fmt.Sprintf(a.question, clip(id, 200)), Action: h.link("/schedule/"+a.name, nil),
-			Hidden: map[string]string{"id": id}, Submit: a.label, Back: h.link("/schedules", nil)}}, nil
-	}
-}
-
-func (h *handler) doScheduleAction(a scheduleAction) func(*http.Request) (*view, error) {
-	return func(r *http.Request) (*view, error) {
-		if err := parseForm(r, a.name); err != nil {
-			return nil, err
-		}
-		id, err := a.scheduleID(r)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := a.do(r.Context(), id); err != nil {
-			return nil, fmt.Errorf("%s schedule %q: %w", a.name, clip(id, 200), err)
-		}
-		return &view{redirect: "/schedules?" + url.Values{"done": {"schedule-" + a.name}}.Encode()}, nil
+			do:       resume,
+			page:     func(string) (string, url.Values) { return "/schedules", nil }},
 	}
 }

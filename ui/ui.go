@@ -141,13 +141,13 @@ func (h *handler) routes() {
 			h.action("/queue/"+a.name, h.confirmMessageAction(a), h.doMessageAction(a))
 		}
 		for _, a := range h.queueActions() {
-			h.action("/queue/"+a.name, h.confirmQueueAction(a), h.doQueueAction(a))
+			a.register(h)
 		}
 	}
 	if h.schedules != nil {
 		h.mux.Handle("GET /schedules", h.page(h.schedulesPage))
 		for _, a := range h.scheduleActions() {
-			h.action("/schedule/"+a.name, h.confirmScheduleAction(a), h.doScheduleAction(a))
+			a.register(h)
 		}
 	}
 	h.mux.Handle("/", h.page(func(*http.Request) (*view, error) {
