@@ -40,6 +40,13 @@ func IsRetryable(err error) bool {
 	return pgconn.SafeToRetry(err)
 }
 
+// IsLockNotAvailable reports whether err is a NOWAIT lock that another
+// transaction holds.
+func IsLockNotAvailable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
+
 // IsUniqueViolation reports whether err is a unique or primary key violation.
 func IsUniqueViolation(err error) bool {
 	var pe *pgconn.PgError

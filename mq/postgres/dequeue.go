@@ -12,6 +12,7 @@ import (
 
 	"github.com/duroq/duroq/internal/limits"
 	"github.com/duroq/duroq/internal/mqsql"
+	"github.com/duroq/duroq/internal/pgsql"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
 	"github.com/google/uuid"
@@ -830,6 +831,12 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 	}
 	if len(won) > 0 {
 		keyed, notTaken, err := q.lockKeys(ctx, tx, queue, won, opts)
+		if pgsql.IsLockNotAvailable(err) {
+			// Another consumer's scan held rows of these keys for keyRowsWait, maybe
+			// waiting for ours: lost, like a key whose advisory lock another holds;
+			// the caller rolls the attempt back, freeing what it holds.
+			return nil, time.Time{}, won, nil, nil
+		}
 		if err != nil {
 			return nil, time.Time{}, nil, nil, err
 		}
@@ -845,6 +852,9 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 	slices.SortFunc(bs, func(a, b *mq.Batch) int { return cmp.Compare(rankOf(a), rankOf(b)) })
 	return bs, next, nil, missed, nil
 }
+
+// keyRowsWait bounds lockKeys' wait for rows another consumer's scan holds.
+const keyRowsWait = 200 * time.Millisecond
 
 // maxScanRows bounds the rows one scan locks.
 const maxScanRows = 1024
@@ -904,8 +914,12 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 // number of keys. It returns the batches of the keys it took and the keys it did
 // not. The messages are chosen in the statement's snapshot, taken after the keys'
 // advisory locks: every other writer of the keys' rows needs those locks, so nobody
-// changes them before the UPDATE (it may only wait for another consumer's scan,
-// which lost the key and is being undone, to let go of one, unchanged).
+// changes them before the UPDATE. It may wait for another consumer's scan to let
+// go of some: one that lost the key and is being undone (a few milliseconds), or
+// one that locked them beyond the batches it keeps and waits for its own keys'
+// rows, maybe for ours (a deadlock). So the statement waits at most keyRowsWait
+// (lock_timeout for the rest of the transaction), then fails with lock not
+// available, which attemptMany reports as lost keys.
 func (q *Queue) lockKeys(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, opts mq.DequeueOptions) (bs []*mq.Batch, missed []string, err error) {
 	// Read the clock now: the keys' advisory locks are ours, so whatever their
 	// previous holders did (an Abandon making messages visible again) committed with
@@ -930,26 +944,33 @@ func (q *Queue) lockKeys(ctx context.Context, tx *sqlx.Tx, queue string, keys []
 	query := fmt.Sprintf(`WITH kl AS (
 	INSERT INTO mq_keys AS k (queue, routing_key, lock_token, locked_until)
 	SELECT %[1]s, w.routing_key, w.token, %[4]s FROM unnest(%[2]s::text[], %[3]s::uuid[]) AS w(routing_key, token)
+	WHERE set_config('lock_timeout', '%[10]d', true) IS NOT NULL
 	ON CONFLICT (queue, routing_key) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until
 	WHERE (k.locked_until IS NULL OR k.locked_until <= %[5]s::bigint)%[6]s
 	RETURNING k.routing_key, k.lock_token
 ),
-pick AS (
-	SELECT c.id, kl.lock_token FROM kl CROSS JOIN LATERAL (
-		SELECT m.id, row_number() OVER w AS n, sum(octet_length(m.payload)) OVER w AS bytes
+lk AS MATERIALIZED (
+	SELECT c.id, c.size, kl.routing_key, kl.lock_token FROM kl CROSS JOIN LATERAL (
+		SELECT m.id, octet_length(m.payload) AS size
 		FROM mq_messages m
 		WHERE m.queue = %[1]s AND m.routing_key = kl.routing_key AND m.routing_key IS NOT NULL AND m.visible_at <= %[5]s%[7]s
-		WINDOW w AS (ORDER BY m.id ROWS UNBOUNDED PRECEDING)
 		ORDER BY m.id
 		LIMIT %[8]s::bigint
+		FOR UPDATE OF m
 	) c
-	WHERE c.n = 1 OR c.bytes <= %[9]s::bigint
+),
+pick AS (
+	SELECT p.id, p.lock_token FROM (
+		SELECT lk.id, lk.lock_token, row_number() OVER w AS n, sum(lk.size) OVER w AS bytes
+		FROM lk WINDOW w AS (PARTITION BY lk.routing_key ORDER BY lk.id ROWS UNBOUNDED PRECEDING)
+	) p
+	WHERE p.n = 1 OR p.bytes <= %[9]s::bigint
 )
 UPDATE mq_messages m SET lock_token = pick.lock_token, locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
 FROM pick WHERE m.id = pick.id
 RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key, m.trace_parent,
 	m.limit_group, m.priority`,
-		pq, pkeys, ptokens, puntil, pnow, attr, tags, pmax, pbytes)
+		pq, pkeys, ptokens, puntil, pnow, attr, tags, pmax, pbytes, keyRowsWait.Milliseconds())
 	var rows []lockedRow
 	if err := sqlx.SelectContext(ctx, tx, &rows, query, a...); err != nil {
 		return nil, nil, err
