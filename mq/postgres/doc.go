@@ -136,9 +136,13 @@
 // holds a keyed candidate row without the key's advisory lock never waits (SKIP
 // LOCKED and try-locks only) and ends at once, so it is in no cycle; this is why an
 // attempt that lost any key goes no further, even for the keys it won. A dequeue
-// that holds keys' advisory locks (and candidate rows of those keys only) waits
-// only in its batch UPDATE, and only for such candidate rows: every other writer of the key's rows needs the advisory lock it
-// holds, which is also why its mq_keys upsert cannot wait at all. Every other
+// that holds keys' advisory locks waits only in its batch UPDATE, and only for
+// candidate rows another scan holds: every other writer of the key's rows needs
+// the advisory lock it holds, which is also why its mq_keys upsert cannot wait at
+// all. A scan locks rows beyond the batches it keeps, though, and goes on to lock
+// its own keys' rows while holding them: two such dequeues can wait for each other.
+// So the batch UPDATE waits at most keyRowsWait (200 ms, lock_timeout), then the
+// attempt counts its keys as lost and rolls back, freeing what it held. Every other
 // acquisition follows one global order — advisory key locks in ascending id, then
 // message rows (in id order where one statement locks several un-keyed ones), then
 // mq_keys rows, then session rows (in session order where several) — and waits in
@@ -147,7 +151,8 @@
 // Enqueue only inserts; it waits only for another uncommitted insert of the same
 // message key, as does a message moved by Settle or Redrive (which, when that insert
 // commits, fails on the key's unique index and is retried: it then drops its key).
-// The contention tests check this under load: no deadlock is ever retried.
+// The contention tests check this under load: no deadlock is ever retried (one
+// was, twice in a run, before the bounded wait).
 // Transactions of the caller that combine several *Tx calls keep the guarantee when
 // they lock at most one routing key each, or keys in a consistent order (the adapter
 // locks one instance per transaction); otherwise PostgreSQL may detect a deadlock and
