@@ -296,16 +296,17 @@ func (h *handler) doMessageAction(a messageAction) func(*http.Request) (*view, e
 
 // queueActions pause and resume a queue from its page.
 func (h *handler) queueActions() []switchAction[mq.Stats] {
+	page := func(name string) (string, url.Values) { return "/queue", url.Values{"name": {name}} }
 	return []switchAction[mq.Stats]{
 		{name: "pause", label: "Pause", field: "name", thing: "queue",
 			question: "Pause queue %q? Its consumers, in every process, receive none of its messages until it is resumed; producers go on enqueuing, and the batches consumers hold now are settled as usual.",
 			applies:  func(st mq.Stats) bool { return !st.Paused },
 			do:       h.queues.Pause,
-			page:     func(name string) (string, url.Values) { return "/queue", url.Values{"name": {name}} }},
+			page:     page},
 		{name: "resume", label: "Resume", field: "name", thing: "queue",
 			question: "Resume queue %q? Its consumers receive its messages again, in their order.",
 			applies:  func(st mq.Stats) bool { return st.Paused },
 			do:       h.queues.Resume,
-			page:     func(name string) (string, url.Values) { return "/queue", url.Values{"name": {name}} }},
+			page:     page},
 	}
 }

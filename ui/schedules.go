@@ -58,16 +58,17 @@ func (h *handler) schedulesPage(r *http.Request) (*view, error) {
 func (h *handler) scheduleActions() []switchAction[schedule.Info] {
 	pause := func(ctx context.Context, id string) error { _, err := h.schedules.Pause(ctx, id); return err }
 	resume := func(ctx context.Context, id string) error { _, err := h.schedules.Resume(ctx, id); return err }
+	page := func(string) (string, url.Values) { return "/schedules", nil }
 	return []switchAction[schedule.Info]{
 		{name: "pause", label: "Pause", field: "id", thing: "schedule", done: "schedule-pause",
 			question: "Pause schedule %q? It fires nothing until it is resumed; a firing in progress fires nothing (an orchestration it started stays started).",
 			applies:  func(in schedule.Info) bool { return !in.Paused },
 			do:       pause,
-			page:     func(string) (string, url.Values) { return "/schedules", nil }},
+			page:     page},
 		{name: "resume", label: "Resume", field: "id", thing: "schedule", done: "schedule-resume",
 			question: "Resume schedule %q? It fires again from its next slot after now: the slots it missed while paused never fire.",
 			applies:  func(in schedule.Info) bool { return in.Paused },
 			do:       resume,
-			page:     func(string) (string, url.Values) { return "/schedules", nil }},
+			page:     page},
 	}
 }
