@@ -1,8 +1,9 @@
 // Package sqlitedb opens a SQLite database with the settings duroq's SQLite backends
 // (mq/sqlite, eventstore/sqlite, sqliteprovider) are designed and tested for: WAL,
 // transactions that take the write lock when they begin (BEGIN IMMEDIATE), one
-// writer connection per process, and a watcher that notices other processes'
-// commits. Open one database and pass it to several backends to let them commit
+// writer connection per process, WAL checkpoints beside the commits instead of
+// inside them (on one more connection, outside the pool), and a watcher that
+// notices other processes' commits. Open one database and pass it to several backends to let them commit
 // together.
 package sqlitedb
 

@@ -42,9 +42,25 @@ var memorySeq atomic.Int64
 const DriverName = "duroq-sqlite3"
 
 var sqliteDriver = &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-	_, err := c.Exec("PRAGMA temp_store = MEMORY", nil)
+	_, err := c.Exec(fmt.Sprintf("PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = %d", autoCheckpointFrames), nil)
 	return err
 }}
+
+// SQLite checkpoints the WAL (copies its pages back into the database file) in the
+// commit that makes it longer than wal_autocheckpoint frames, 1,000 by default: one
+// commit in a few hundred waited milliseconds for it, holding the process's
+// Writer, so every other writer waited too. Instead a Writer has the WAL
+// checkpointed in the background, on another connection, checkpointDelay after a
+// commit (see Writer.checkpoint): the commits of the delay share the checkpoint,
+// which copies each page they changed once. SQLite starts the WAL over only when a
+// write transaction begins with every frame copied, which commits that follow each
+// other closely never see; so its own checkpoint stays on at autoCheckpointFrames
+// (16 MiB of 4 KiB pages): it then copies only the frames committed since the last
+// background checkpoint, and the WAL starts over.
+const (
+	autoCheckpointFrames = 4000
+	checkpointDelay      = 10 * time.Millisecond
+)
 
 func init() {
 	sql.Register(DriverName, sqliteDriver)
@@ -93,6 +109,8 @@ func Open(path, sync string, busy time.Duration, conns int) (*sqlx.DB, error) {
 		// No other process can share it; and the watcher's reads would meet the
 		// shared cache's table locks, which ignore the busy timeout.
 		watchers.Store(db, &Watcher{off: true})
+	} else {
+		writers.Store(db, &Writer{db: db, connect: c.Connect})
 	}
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
@@ -165,6 +183,7 @@ func (c *connector) Close() error {
 		w.(*Watcher).halt()
 	}
 	if w, ok := writers.LoadAndDelete(c.db); ok {
+		w.(*Writer).stopCheckpoints()
 		w.(*Writer).release()
 	}
 	deadline := time.Now().Add(c.wait)
@@ -206,9 +225,19 @@ type Writer struct {
 	db   *sqlx.DB
 	conn *sqlx.Conn
 	idle *time.Timer // releases the connection writerIdle after the last transaction
-	// commits counts the transactions it committed, for a Watcher to tell this
-	// process's commits from others'.
-	commits atomic.Uint64
+	// writes counts the transactions it committed and the checkpoints it ran,
+	// for a Watcher to tell this process's writes to the files from others'.
+	writes atomic.Uint64
+	// connect opens the connection background checkpoints run on (see checkpoint):
+	// nil for an in-memory database, which has no WAL, and for a database Open did
+	// not open, whose connections checkpoint as SQLite does by default.
+	connect       func(context.Context) (driver.Conn, error)
+	checkpointing atomic.Bool // a background checkpoint is scheduled
+	ckpt          struct {
+		sync.Mutex
+		conn   driver.Conn // outside the pool, whose connections it would take
+		closed bool
+	}
 }
 
 // Run runs fn in a write transaction on the writer's connection (see sqltx.Run).
@@ -231,7 +260,10 @@ func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return ctx.Err()
 	})
 	if err == nil {
-		w.commits.Add(1)
+		w.writes.Add(1)
+		if w.connect != nil && w.checkpointing.CompareAndSwap(false, true) {
+			time.AfterFunc(checkpointDelay, w.checkpoint)
+		}
 	}
 	if badConn(err) {
 		w.drop()
@@ -252,6 +284,44 @@ func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		w.idle.Reset(writerIdle)
 	}
 	return err
+}
+
+// checkpoint copies the WAL's pages into the database file, on a connection of its
+// own, without waiting for anyone (PASSIVE: it stops at frames a reader still
+// needs; the next one copies them). A failure (a busy or closed file) leaves the
+// frames to the next checkpoint, or to SQLite's own.
+func (w *Writer) checkpoint() {
+	w.checkpointing.Store(false) // the commits from now on schedule the next one
+	w.ckpt.Lock()
+	defer w.ckpt.Unlock()
+	if w.ckpt.closed {
+		return
+	}
+	if w.ckpt.conn == nil {
+		conn, err := w.connect(context.Background())
+		if err != nil {
+			return
+		}
+		w.ckpt.conn = conn
+	}
+	w.writes.Add(1) // its writes to the files are this process's, before and after
+	if _, err := w.ckpt.conn.(*sqlite3.SQLiteConn).Exec("PRAGMA wal_checkpoint(PASSIVE)", nil); err != nil {
+		w.ckpt.conn.Close()
+		w.ckpt.conn = nil
+	}
+	w.writes.Add(1)
+}
+
+// stopCheckpoints closes the checkpoints' connection, after the one in progress;
+// none runs after.
+func (w *Writer) stopCheckpoints() {
+	w.ckpt.Lock()
+	defer w.ckpt.Unlock()
+	w.ckpt.closed = true
+	if w.ckpt.conn != nil {
+		w.ckpt.conn.Close()
+		w.ckpt.conn = nil
+	}
 }
 
 // release hands the writer's connection back to the pool after the transaction in

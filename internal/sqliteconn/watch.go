@@ -17,11 +17,11 @@ import (
 // nothing happens; where that is unavailable it looks at their size and time every
 // watchFast to watchIdle. It runs while it has subscribers.
 //
-// Writes seen while this process's Writer also committed may be only its commits,
-// whose waiters the committer wakes itself: they are passed on at most every
-// watchIdle, so that a busy process does not wake its idle waiters at every commit,
-// while another process's commit among its own still reaches them within
-// watchIdle. Writes while this process committed nothing are passed on at once.
+// Writes seen while this process's Writer also committed (or checkpointed) may be
+// only its own, whose waiters the committer wakes itself: they are passed on at
+// most every watchIdle, so that a busy process does not wake its idle waiters at
+// every commit, while another process's commit among its own still reaches them
+// within watchIdle. Writes while this process wrote nothing are passed on at once.
 type Watcher struct {
 	db  *sqlx.DB
 	w   *Writer
@@ -132,7 +132,7 @@ func (w *Watcher) run(stop <-chan struct{}, stopped, ready chan<- struct{}) {
 		close(ready)
 		return // closed, or a temporary database no other process shares
 	}
-	f := &filter{w: w, ownSeen: w.w.commits.Load()}
+	f := &filter{w: w, ownSeen: w.w.writes.Load()}
 	events, err := newEvents()
 	if err == nil {
 		err = events.Add(filepath.Dir(path))
@@ -220,14 +220,14 @@ func (w *Watcher) poll(path string, f *filter, stop <-chan struct{}, ready chan<
 // watchIdle.
 type filter struct {
 	w        *Watcher
-	ownSeen  uint64 // the writer's commits at the last write seen
+	ownSeen  uint64 // the writer's writes (commits, checkpoints) at the last write seen
 	owed     bool   // a write not passed on yet
 	lastSent time.Time
 }
 
 // changed records a write.
 func (f *filter) changed() {
-	own := f.w.w.commits.Load()
+	own := f.w.w.writes.Load()
 	if own != f.ownSeen {
 		f.ownSeen, f.owed = own, true
 		return
