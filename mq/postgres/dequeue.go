@@ -865,6 +865,10 @@ func scanQuery(queue string, opts mq.DequeueOptions, ex *exclusions, now time.Ti
 	var a sqlArgs
 	pq, pnow := a.p(queue), a.p(micros(now))
 	eligible := eligibleFrom(opts, ex, &a, pq, pnow, "")
+	scanned := eligible
+	if !ex.phased {
+		scanned += "\n\t\tAND " + keyHead(opts, &a, pnow)
+	}
 	asyncCommit := "NULL::text"
 	if async {
 		asyncCommit = "set_config('synchronous_commit', 'off', true)"
@@ -902,9 +906,26 @@ UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN %[5]s END,
 	(SELECT count(*) FROM c), %[6]s, g.prioritized, g.limited FROM g`,
-		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", eligible, a.p(int64(scan)), ex.phased),
+		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", scanned, a.p(int64(scan)), ex.phased),
 		a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), nextVisible(eligible, pq, pnow, &a), asyncCommit,
 		guardsCTE(ex, pq, pnow)), a
+}
+
+// keyHead renders that the message m is un-keyed or its key's first in the plain
+// scan's order: no message of its key visible at pnow that passes opts' tag filter
+// comes before it by (visible_at, id). A key competes with that message, so a
+// scan needs no other row of it (lockKeys locks the key's messages). A scan that
+// locks one row per key meets another consumer's scan on a key only when both
+// reach that row, which the second skips (SKIP LOCKED); otherwise both would try
+// the key and one would lose it, which undoes its whole attempt. With 16
+// consumers on keyed traffic that made most attempts fail.
+func keyHead(opts mq.DequeueOptions, a *sqlArgs, pnow string) string {
+	before := "o.queue = m.queue AND o.routing_key = m.routing_key AND o.visible_at <= " + pnow +
+		" AND (o.visible_at, o.id) < (m.visible_at, m.id)"
+	if tags := tagCondition(opts.Tags, "o.tag", a); tags != "" {
+		before += " AND " + tags
+	}
+	return "(m.routing_key IS NULL OR NOT EXISTS (SELECT 1 FROM mq_messages o WHERE " + before + "))"
 }
 
 // lockKeys takes keys of queue, whose advisory locks tx holds, each for a new token

@@ -77,6 +77,11 @@
 //     so a queue without priorities reads its ready index as before priorities. It
 //     is joined with the routing-key rows for the key-lock and attribute
 //     conditions, so rows other consumers are taking are skipped, never waited for.
+//     Without visible priorities it locks one row per routing key, the key's first
+//     by (visible_at, id) (a probe of the (queue, routing_key, id) index leaves out
+//     the others): two consumers' scans then meet on a key only at that row, which
+//     the second skips, instead of both trying the key and one undoing its whole
+//     attempt (16 consumers on keyed traffic lost most attempts so).
 //     It keeps the messages of the first max batches (an un-keyed message is a
 //     batch, a routing key's messages are one, ranked by its most urgent) and tries the
 //     advisory lock of each of their routing keys, pg_try_advisory_xact_lock on a
