@@ -452,3 +452,39 @@ func TestSessionsUnderContention(t *testing.T) {
 	t.Logf("%d session messages acked; sessions per owner %v; %d attempts lost or waited for a session",
 		total, perOwnerCount, postgres.Losses(q1)+postgres.Losses(q2))
 }
+
+// TestScanSkipsAKeyWhoseFirstMessageIsTaken holds the first rows of key K1 in
+// another transaction, as another consumer's scan does while it takes the key. A
+// dequeue then passes K1 by, without trying it (which would cost a lost attempt
+// and a wait for those rows), and takes K2.
+func TestScanSkipsAKeyWhoseFirstMessageIsTaken(t *testing.T) {
+	q, _, _ := openSchema(t)
+	ctx := t.Context()
+	var msgs []mq.Message
+	for _, key := range []string{"K1", "K2"} {
+		for i := range 10 {
+			msgs = append(msgs, mq.Message{Queue: "q", RoutingKey: key, Payload: fmt.Appendf(nil, "%s-%d", key, i)})
+		}
+	}
+	if err := q.Enqueue(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	other, err := q.DB().BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	if _, err := other.ExecContext(ctx, `SELECT id FROM mq_messages WHERE routing_key = 'K1' ORDER BY id LIMIT 5 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	b, err := q.DequeueBatch(ctx, "q", mq.DequeueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b == nil || b.RoutingKey != "K2" || len(b.Messages) != 10 {
+		t.Fatalf("DequeueBatch while K1's first rows are held = %v; want K2's 10 messages", b)
+	}
+	if n := postgres.Losses(q); n != 0 {
+		t.Errorf("DequeueBatch lost %d attempts: it tried K1, whose first rows another transaction holds", n)
+	}
+}
