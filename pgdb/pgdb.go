@@ -37,21 +37,7 @@ type Options struct {
 // schema does not exist.
 var ErrNoSchema = errors.New("schema does not exist")
 
-// planCacheMode is the setting that decides how PostgreSQL plans a prepared
-// statement. Open makes it force_generic_plan unless dsn sets it: pgx prepares
-// every statement once per connection, and duroq's statements are built to be
-// read through their indexes whatever their arguments. By default PostgreSQL plans
-// again at every run a statement whose plan for unknown arguments looks costlier
-// than for known ones: a LIMIT $n is one (the generic plan assumes it keeps a
-// tenth of the rows), which made planning cost six times the run of the dequeue
-// scan, growing with the backlog.
-const planCacheMode = "plan_cache_mode"
-
 // Open connects to the database at dsn (a postgres:// URL or key=value string).
-// Its connections plan each prepared statement once (plan_cache_mode
-// force_generic_plan), unless dsn sets plan_cache_mode (for example
-// "...?plan_cache_mode=auto"): statements of your own that need plans for their
-// arguments' values can set it back with SET LOCAL in their transaction.
 func Open(ctx context.Context, dsn string, o Options) (*sqlx.DB, error) {
 	if o.Schema == "" {
 		o.Schema = "public"
@@ -90,9 +76,6 @@ func Open(ctx context.Context, dsn string, o Options) (*sqlx.DB, error) {
 		return nil, fmt.Errorf("postgres: create schema %q: %w", o.Schema, err)
 	}
 	cfg.RuntimeParams["search_path"] = o.Schema
-	if _, set := cfg.RuntimeParams[planCacheMode]; !set {
-		cfg.RuntimeParams[planCacheMode] = "force_generic_plan"
-	}
 	db := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
 	db.SetMaxOpenConns(o.MaxOpenConns)
 	db.SetMaxIdleConns(o.MaxOpenConns)

@@ -701,6 +701,7 @@ var priorityPhases = []struct{ cond, order string }{
 // plan, and the planning time, it had before them: the UNION ALL doubles the
 // planning time of the statement.
 func phasedScan(cols, eligible, limit string, phased bool) string {
+	limit = unknownLimit(limit)
 	if !phased {
 		return fmt.Sprintf(`SELECT %s %s
 		AND m.priority = 0 AND NOT (SELECT g.prioritized FROM g)
@@ -718,6 +719,15 @@ func phasedScan(cols, eligible, limit string, phased bool) string {
 	}
 	return `SELECT * FROM (` + strings.Join(branches, "\n\tUNION ALL ") + `) AS p LIMIT ` + limit
 }
+
+// unknownLimit renders the LIMIT expression limit (a parameter) so that the planner
+// does not know its value, in the plans it makes for a run's arguments as in the
+// plan it makes once for any arguments (a subquery's value is known only when the
+// statement runs). Knowing it made the former look several times cheaper than the
+// latter, which assumes a LIMIT keeps a tenth of the rows, so PostgreSQL planned
+// the scan again at every run: 0.6 ms of planning for 0.1 ms of scan, more with a
+// longer backlog. Both plans read the scan's index in order anyway.
+func unknownLimit(limit string) string { return "(SELECT " + limit + "::bigint)" }
 
 // prioritizedSQL renders whether queue pq has messages of non-zero priority
 // visible at pnow: one probe of each partial index, which PostgreSQL evaluates
