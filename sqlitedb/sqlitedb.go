@@ -3,8 +3,8 @@
 // transactions that take the write lock when they begin (BEGIN IMMEDIATE), one
 // writer connection per process, WAL checkpoints beside the commits instead of
 // inside them (on one more connection, outside the pool), and a watcher that
-// notices other processes' commits. Open one database and pass it to several backends to let them commit
-// together.
+// notices other processes' commits. Open one database and pass it to several
+// backends to let them commit together.
 package sqlitedb
 
 import (

@@ -701,7 +701,6 @@ var priorityPhases = []struct{ cond, order string }{
 // plan, and the planning time, it had before them: the UNION ALL doubles the
 // planning time of the statement.
 func phasedScan(cols, eligible, limit string, phased bool) string {
-	limit = unknownLimit(limit)
 	if !phased {
 		return fmt.Sprintf(`SELECT %s %s
 		AND m.priority = 0 AND NOT (SELECT g.prioritized FROM g)
@@ -720,7 +719,7 @@ func phasedScan(cols, eligible, limit string, phased bool) string {
 	return `SELECT * FROM (` + strings.Join(branches, "\n\tUNION ALL ") + `) AS p LIMIT ` + limit
 }
 
-// unknownLimit renders the LIMIT expression limit (a parameter) so that the planner
+// unknownLimit renders the LIMIT parameter limit of the scan so that the planner
 // does not know its value, in the plans it makes for a run's arguments as in the
 // plan it makes once for any arguments (a subquery's value is known only when the
 // statement runs). Knowing it made the former look several times cheaper than the
@@ -788,17 +787,17 @@ type scanned struct {
 // the won keys lockKeys could not take (claimed by a consumer that committed since
 // the scan's snapshot); the batches it took stand.
 //
-// The scan reads max rows times the rows per batch the previous scan saw
-// (q.scanRatio): one row a batch for un-keyed traffic, about a key's backlog for
-// keyed traffic, so that one attempt usually finds max batches.
+// The plain scan reads one row per batch (see keyHead), so max rows. A phased scan
+// reads every eligible row of a key: max rows times the rows per batch the
+// previous phased scan saw (q.scanRatio), about a key's backlog for keyed traffic,
+// so that one attempt usually finds max batches.
 func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, max int, async bool) (bs []*mq.Batch, next time.Time, lost, missed []string, err error) {
 	now := q.now()
 	until := micros(now.Add(opts.LockTimeout))
-	ratio := q.scanRatio.Load()
-	if ratio < 1 {
-		ratio = 1
+	scan := min(max, maxScanRows)
+	if ratio := int(q.scanRatio.Load()); ex.phased && ratio > 1 {
+		scan = min(max*ratio, maxScanRows)
 	}
-	scan := min(max*int(ratio), maxScanRows)
 	query, args := scanQuery(queue, opts, ex, now, until, max, scan, async)
 	var rows []scanned
 	if err := sqlx.SelectContext(ctx, tx, &rows, query, args...); err != nil {
@@ -833,7 +832,7 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 			}
 		}
 	}
-	if batches := int64(len(bs) + len(won) + len(lost)); batches > 0 {
+	if batches := int64(len(bs) + len(won) + len(lost)); batches > 0 && ex.phased {
 		q.scanRatio.Store((read + batches - 1) / batches)
 	}
 	if len(lost) > 0 {
@@ -916,7 +915,7 @@ UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN %[5]s END,
 	(SELECT count(*) FROM c), %[6]s, g.prioritized, g.limited FROM g`,
-		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", scanned, a.p(int64(scan)), ex.phased),
+		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", scanned, unknownLimit(a.p(int64(scan))), ex.phased),
 		a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), nextVisible(eligible, pq, pnow, &a), asyncCommit,
 		guardsCTE(ex, pq, pnow)), a
 }

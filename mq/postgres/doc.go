@@ -86,9 +86,10 @@
 //     batch, a routing key's messages are one, ranked by its most urgent) and tries the
 //     advisory lock of each of their routing keys, pg_try_advisory_xact_lock on a
 //     hash of (schema, queue, routing key), which never waits. If it won every key,
-//     the same statement claims each un-keyed message under a token of its own. It
-//     reads max rows times the rows per batch the previous scan saw, so keyed
-//     traffic fills max batches in one attempt too.
+//     the same statement claims each un-keyed message under a token of its own. A
+//     plain scan reads max rows; a phased one reads max rows times the rows per
+//     batch the previous phased scan saw, so keyed traffic fills max batches in one
+//     attempt too.
 //  2. If it won keys, a second statement (its snapshot and its clock reading taken
 //     after the locks, so it sees everything the keys' previous holders committed)
 //     takes them: INSERT INTO mq_keys ... ON CONFLICT DO UPDATE ... WHERE the key is

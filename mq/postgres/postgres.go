@@ -66,7 +66,7 @@ type Queue struct {
 	retries atomic.Int64 // transient failures retried, for tests and debugging
 	losses  atomic.Int64 // dequeue attempts lost to another consumer, likewise
 
-	scanRatio atomic.Int64                     // rows per batch the last dequeue scan saw (see attemptMany)
+	scanRatio atomic.Int64                     // rows per batch the last phased dequeue scan saw (see attemptMany)
 	planStats pgsql.StatsGuard                 // gives mq_messages planner statistics (doc.go)
 	enqueues  *groupcommit.Group[[]mq.Message] // groups concurrent Enqueue calls into shared transactions
 	// dedupSweep paces the deletion of expired deduplication ids.
