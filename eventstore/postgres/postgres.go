@@ -15,7 +15,6 @@ import (
 	"github.com/duroq/duroq/eventstore/sqlstore"
 	"github.com/duroq/duroq/internal/migrate"
 	"github.com/duroq/duroq/internal/pgsql"
-	"github.com/duroq/duroq/internal/sqltx"
 	"github.com/duroq/duroq/pgdb"
 )
 
@@ -103,14 +102,14 @@ func newStore(db *sqlx.DB, owned bool, o Options) (*Store, *dialect) {
 	}, sqlstore.Options{Now: o.Now, CloseDB: owned}), d
 }
 
-// run runs fn in a transaction of its own (READ COMMITTED, the server's default),
+// run runs fn in a transaction of its own (pgsql.Run),
 // retrying the whole transaction on a transient failure (pgsql.Retry) unless it
 // broke the store's contract.
 func (d *dialect) run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	return pgsql.Retry(ctx,
 		func(err error) bool { return pgsql.IsRetryable(err) && !eventstore.IsContractError(err) },
 		func(int, time.Duration, error) { d.retries.Add(1) },
-		func() error { return sqltx.Run(ctx, d.db, fn) })
+		func() error { return pgsql.Run(ctx, d.db, fn) })
 }
 
 // savepoint names the savepoint of a write twin. PostgreSQL allows nesting one

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -163,13 +162,13 @@ func (q *Queue) retry(ctx context.Context, op string, fn func() error) error {
 		}, fn)
 }
 
-// inTx runs fn in one READ COMMITTED transaction, retried as a whole on transient
+// inTx runs fn in one transaction (pgsql.Run), retried as a whole on transient
 // failures, and names op in its error.
 func (q *Queue) inTx(ctx context.Context, op string, fn func(tx *sqlx.Tx) error) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	return wrap(op, q.retry(ctx, op, func() error { return runTx(ctx, q.db, fn) }))
+	return wrap(op, q.retry(ctx, op, func() error { return pgsql.Run(ctx, q.db, fn) }))
 }
 
 // exec runs fn, which issues a single statement on q.db (its own implicit
@@ -179,24 +178,6 @@ func (q *Queue) exec(ctx context.Context, op string, fn func() error) error {
 		return mq.Closed(op)
 	}
 	return wrap(op, q.retry(ctx, op, fn))
-}
-
-func runTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
-	tx, err := db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			_ = tx.Rollback()
-			panic(p)
-		}
-	}()
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }
 
 // opError names the operation that failed.
