@@ -108,25 +108,36 @@ func (d database) Run(ctx context.Context, fn func(ctx context.Context, tx txn.T
 }
 
 // Begin starts a transaction of db (READ COMMITTED, the server's default) whose
-// statements run on generic plans: planned once per connection, not again for each
-// run's arguments. pgx prepares each statement once per connection, but under the
-// server's plan_cache_mode=auto a statement is planned for its arguments at its
-// first five runs on each connection, and at every run when its generic plan looks
-// costlier, as it does for the batch statements whose arrays the custom plan can
-// count. Planning took a quarter of the server's time in duroq bench seq
-// (pg_stat_statements with track_planning). The setting is local to the
-// transaction: a statement the application runs on the pool keeps its own mode.
+// statements run on generic plans and never scan a whole table.
+//
+// Generic plans are made once per connection, not again for each run's arguments:
+// pgx prepares each statement once per connection, but under the server's
+// plan_cache_mode=auto a statement is planned for its arguments at its first five
+// runs on each connection, and at every run when its generic plan looks costlier,
+// as it does for the batch statements whose arrays a custom plan can count.
+// Planning took a quarter of the server's time in duroq bench seq
+// (pg_stat_statements with track_planning).
+//
+// A generic plan is kept until the server invalidates it (an ANALYZE of its
+// tables), so one made while a table was a few pages (a new schema) would keep
+// scanning it whole as it grows: reading the histories of 32 instances scanned
+// 5,000 events. Every duroq statement is built for an index walk, so sequential
+// scans are off (enable_seqscan: the planner takes one only where no index
+// serves). Both settings are local to the transaction: a statement the
+// application runs on the pool keeps its own.
 func Begin(ctx context.Context, db *sqlx.DB) (*sqlx.Tx, error) {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+	if _, err := tx.ExecContext(ctx, txSettings); err != nil {
 		_ = tx.Rollback()
 		return nil, err
 	}
 	return tx, nil
 }
+
+const txSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
 
 // Run runs fn in a transaction begun by Begin (sqltx.RunWith).
 func Run(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {

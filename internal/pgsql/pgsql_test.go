@@ -1,6 +1,7 @@
 package pgsql_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/duroq/duroq/internal/pgsql"
@@ -10,9 +11,11 @@ import (
 )
 
 // A statement run in Run's transactions is planned once, generically, on its
-// connection; the same statement run on the pool outside them is planned for its
-// arguments as the server's plan_cache_mode says (at least its first five runs).
-func TestRunPlansStatementsOnce(t *testing.T) {
+// connection, and walks an index even where the table is small; the same
+// statement run on the pool outside them is planned for its arguments as the
+// server's plan_cache_mode says (at least its first five runs) and scans the small
+// table whole.
+func TestRunPlansStatementsOnceWithIndexes(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := t.Context()
 	db, err := pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema, MaxOpenConns: 1}) // one session: its statements
@@ -36,6 +39,30 @@ func TestRunPlansStatementsOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, stmt := range []string{
+		`CREATE TABLE small (id int PRIMARY KEY, v text)`,
+		`INSERT INTO small SELECT i, 'v' FROM generate_series(1, 50) AS i`,
+		`ANALYZE small`, // one page: the planner's choice is to read it whole
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	const lookup = `EXPLAIN SELECT v FROM small WHERE id = ANY($1)`
+	var inRun, outside string
+	if err := pgsql.Run(ctx, db, func(tx *sqlx.Tx) error { return tx.GetContext(ctx, &inRun, lookup, []int32{1, 2}) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.GetContext(ctx, &outside, lookup, []int32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(inRun, "Seq Scan") {
+		t.Errorf("in Run's transactions, a lookup in a small table by its key: %s, want an index scan", inRun)
+	}
+	if !strings.Contains(outside, "Seq Scan") {
+		t.Errorf("on the pool, a lookup in a small table by its key: %s, want the server's choice, a sequential scan: the setting leaked out of the transaction", outside)
+	}
+
 	plans := func(statement string) (custom, generic int) {
 		t.Helper()
 		if err := db.QueryRowContext(ctx, `SELECT custom_plans, generic_plans FROM pg_prepared_statements WHERE statement = $1`, statement).Scan(&custom, &generic); err != nil {
