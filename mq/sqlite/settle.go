@@ -169,7 +169,7 @@ func heldIDsSQL(n int) string {
 // settled.lost, in a constant number of statements whatever the number of
 // settlements: one read of what the tokens hold (one row per token, and the ids of
 // the batches settled in parts), then one statement per kind of change (acked,
-// dead-lettered, released), the key locks, the sessions' activity and one insert
+// dead-lettered, released; a call of whole acks deletes as it reads), the key locks, the sessions' activity and one insert
 // of the Then messages. A batch's messages are the token's rows, so each kind of
 // change takes one (token, first id, last id) span per batch. An error means
 // nothing may be applied: roll tx back.
@@ -193,7 +193,14 @@ func (q *Queue) settle(ctx context.Context, tx *sqlx.Tx, op string, ss []settlem
 	for i, s := range ss {
 		tokens[i] = s.Token
 	}
-	holds, err := q.held(ctx, tx, tokens, nowUs)
+	// Whole acks (Ack, AckManyTx) delete their messages as they read what the
+	// tokens held: one statement instead of a read and a delete.
+	whole := !slices.ContainsFunc(ss, func(s settlement) bool { return !s.all })
+	read := q.held
+	if whole {
+		read = q.deleteHeld
+	}
+	holds, err := read(ctx, tx, tokens, nowUs)
 	if err != nil {
 		return settled{}, err
 	}
@@ -260,7 +267,7 @@ func (q *Queue) settle(ctx context.Context, tx *sqlx.Tx, op string, ss []settlem
 			}
 			return h.ids[from], h.ids[to-1]
 		}
-		if a > 0 {
+		if a > 0 && !whole {
 			lo, hi := span(0, a)
 			acked = append(acked, s.Token, lo, hi)
 		}
@@ -335,6 +342,38 @@ func (q *Queue) held(ctx context.Context, tx *sqlx.Tx, tokens []any, now int64) 
 			return nil, err
 		}
 		holds[token] = h
+	}
+	return holds, errors.Join(rows.Err(), rows.Close())
+}
+
+// deleteHeld deletes the messages of the live tokens among tokens and says what
+// each held, by token, as held does.
+func (q *Queue) deleteHeld(ctx context.Context, tx *sqlx.Tx, tokens []any, now int64) (map[string]*held, error) {
+	rows, err := q.stmts.Query(ctx, tx, `DELETE FROM mq_messages WHERE lock_token IN (`+sqltext.Params(len(tokens))+`) AND locked_until > ?
+		RETURNING lock_token, id, queue, routing_key, session, locked_until`, append(tokens, now)...)
+	if err != nil {
+		return nil, err
+	}
+	holds := make(map[string]*held, len(tokens))
+	for rows.Next() {
+		var token string
+		var id int64
+		var m held
+		if err := rows.Scan(&token, &id, &m.queue, &m.routingKey, &m.session, &m.lockedUntil); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		h := holds[token]
+		if h == nil {
+			h = &m
+			h.first, h.last = id, id
+			holds[token] = h
+		}
+		h.n++
+		h.first, h.last = min(h.first, id), max(h.last, id)
+		if m.session.Valid {
+			h.session = m.session
+		}
 	}
 	return holds, errors.Join(rows.Err(), rows.Close())
 }
