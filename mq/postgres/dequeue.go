@@ -651,12 +651,19 @@ func eligibleFrom(opts mq.DequeueOptions, ex *exclusions, a *sqlArgs, pq, pnow, 
 	if !ex.limited {
 		limitGuard = " AND NOT (SELECT g.limited FROM g)"
 	}
+	// The key and session rows are looked up for each message the scan reads
+	// (LATERAL, OFFSET 0: no join the planner may turn around). A join planned
+	// while mq_keys held a few rows read every key of the queue for each message
+	// instead (40 ms per scan with 3,000 orchestrations in flight), and duroq's
+	// transactions keep their plans (pgsql.Begin).
 	var sb strings.Builder
 	sb.WriteString(`FROM mq_messages m
-	LEFT JOIN mq_keys k ON k.queue = m.queue AND k.routing_key = m.routing_key`)
+	LEFT JOIN LATERAL (SELECT k.locked_until, k.attr FROM mq_keys k
+		WHERE k.queue = m.queue AND k.routing_key = m.routing_key OFFSET 0) k ON true`)
 	if opts.Session != nil {
 		sb.WriteString(`
-	LEFT JOIN mq_sessions s ON s.queue = m.queue AND s.session = m.session`)
+	LEFT JOIN LATERAL (SELECT s.session, s.owner, s.locked_until FROM mq_sessions s
+		WHERE s.queue = m.queue AND s.session = m.session OFFSET 0) s ON true`)
 	}
 	fmt.Fprintf(&sb, `
 	WHERE m.queue = %[1]s AND m.visible_at <= %[2]s

@@ -485,7 +485,7 @@ func TestKeyHeadProbeWalksTheRoutingIndex(t *testing.T) {
 		Params int    `db:"params"`
 	}
 	if err := q.DB().GetContext(ctx, &stmt, `SELECT name, cardinality(parameter_types) AS params FROM pg_prepared_statements
-		WHERE statement LIKE '%FOR UPDATE OF m SKIP LOCKED%' AND statement LIKE '%o.routing_key = m.routing_key%'`); err != nil {
+		WHERE statement LIKE 'WITH g AS MATERIALIZED%' AND statement LIKE '%o.routing_key = m.routing_key%'`); err != nil {
 		t.Fatalf("the scan among the session's prepared statements: %v", err)
 	}
 	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", stmt.Params), ", ")
