@@ -10,8 +10,9 @@ import (
 )
 
 // StatsGuard analyses a table without planner statistics once it is large enough to
-// matter, leaves a small one alone, and stops on Close.
-func TestStatsGuardAnalysesLargeTablesWithoutStatistics(t *testing.T) {
+// matter, again when it has doubled since, leaves a small one alone, and stops on
+// Close.
+func TestStatsGuardAnalysesLargeTablesWithoutOrWithStaleStatistics(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := t.Context()
 	db, err := pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema})
@@ -47,10 +48,32 @@ func TestStatsGuardAnalysesLargeTablesWithoutStatistics(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	g.Close()
 	if analysed("small") {
 		t.Error("the small table was analysed; want it left to autovacuum")
 	}
+
+	// Tripled since its statistics were taken: analysed again, so that plans made
+	// for its old size are made again.
+	counted := func() int {
+		var pages int
+		if err := db.GetContext(ctx, &pages, `SELECT relpages FROM pg_class WHERE oid = 'big'::regclass`); err != nil {
+			t.Fatal(err)
+		}
+		return pages
+	}
+	before := counted()
+	if _, err := db.ExecContext(ctx, `INSERT INTO big SELECT i, repeat('x', 100) FROM generate_series(1, 10000) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for counted() < 2*before {
+		if time.Now().After(deadline) {
+			t.Fatalf("the large table's statistics still counted %d pages 10 s after it tripled from %d", counted(), before)
+		}
+		g.Ensure()
+		time.Sleep(20 * time.Millisecond)
+	}
+	g.Close()
 	g.Ensure() // after Close: starts nothing, and returns
 	g.Close()
 }

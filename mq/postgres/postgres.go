@@ -107,7 +107,7 @@ func New(db *sqlx.DB, o Options) *Queue {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	q := &Queue{db: db, now: o.Now, log: o.Logger, planStats: pgsql.StatsGuard{DB: db, Tables: []string{"mq_messages"}, Log: o.Logger}}
+	q := &Queue{db: db, now: o.Now, log: o.Logger, planStats: pgsql.StatsGuard{DB: db, Tables: []string{"mq_messages", "mq_keys"}, Log: o.Logger}}
 	q.enqueues = groupcommit.New(q.enqueueRound)
 	return q
 }
