@@ -390,6 +390,19 @@ func TestDuplicateKeyInCallersTxNeedsNoOtherConnection(t *testing.T) {
 	}
 }
 
+// openOneSession opens a queue on a pool of one connection, so that the session's
+// prepared statements (pg_prepared_statements) are the queue's.
+func openOneSession(t *testing.T) *postgres.Queue {
+	t.Helper()
+	dsn, schema := pgtest.Schema(t)
+	q, err := postgres.Open(t.Context(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
 // TestHotStatementsArePlannedOnce runs the dequeue and settle statements round
 // after round on one connection and checks, in pg_prepared_statements, that
 // PostgreSQL settled on one plan for each: it makes plans for a run's arguments
@@ -397,13 +410,8 @@ func TestDuplicateKeyInCallersTxNeedsNoOtherConnection(t *testing.T) {
 // costlier. A statement planned at every run pays its planning (0.6 ms for the
 // scan, against 0.1 ms to run it) every time.
 func TestHotStatementsArePlannedOnce(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
 	ctx := t.Context()
-	q, err := postgres.Open(ctx, dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 1}}) // one session: its statements
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q := openOneSession(t)
 	// A backlog with planner statistics: the plans' costs then depend on it.
 	var msgs []mq.Message
 	for i := range 3000 {
@@ -457,13 +465,8 @@ func TestHotStatementsArePlannedOnce(t *testing.T) {
 // instead reads every ready message for each message the scan reads (2 s per scan
 // at 5,000 messages in duroq bench seq).
 func TestKeyHeadProbeWalksTheRoutingIndex(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
 	ctx := t.Context()
-	q, err := postgres.Open(ctx, dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 1}}) // one session: its statements
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
+	q := openOneSession(t)
 	// No statistics (a new schema; autovacuum off), and too few pages for the
 	// queue's statistics guard to analyse the table.
 	if _, err := q.DB().ExecContext(ctx, `ALTER TABLE mq_messages SET (autovacuum_enabled = false)`); err != nil {
