@@ -169,8 +169,8 @@ func heldIDsSQL(n int) string {
 // settled.lost, in a constant number of statements whatever the number of
 // settlements: one read of what the tokens hold (one row per token, and the ids of
 // the batches settled in parts), then one statement per kind of change (acked,
-// dead-lettered, released; a call of whole acks deletes as it reads), the key locks, the sessions' activity and one insert
-// of the Then messages. A batch's messages are the token's rows, so each kind of
+// dead-lettered, released; a call of whole acks deletes as it reads), the key
+// locks, the sessions' activity and one insert of the Then messages. A batch's messages are the token's rows, so each kind of
 // change takes one (token, first id, last id) span per batch. An error means
 // nothing may be applied: roll tx back.
 func (q *Queue) settle(ctx context.Context, tx *sqlx.Tx, op string, ss []settlement) (settled, error) {
