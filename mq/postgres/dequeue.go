@@ -726,14 +726,17 @@ func phasedScan(cols, eligible, limit string, phased bool) string {
 	return `SELECT * FROM (` + strings.Join(branches, "\n\tUNION ALL ") + `) AS p LIMIT ` + limit
 }
 
-// unknownLimit renders the LIMIT parameter limit of the scan so that the planner
-// does not know its value, in the plans it makes for a run's arguments as in the
-// plan it makes once for any arguments (a subquery's value is known only when the
-// statement runs). Knowing it made the former look several times cheaper than the
-// latter, which assumes a LIMIT keeps a tenth of the rows, so PostgreSQL planned
-// the scan again at every run: 0.6 ms of planning for 0.1 ms of scan, more with a
-// longer backlog. Both plans read the scan's index in order anyway.
-func unknownLimit(limit string) string { return "(SELECT " + limit + "::bigint)" }
+// unknown renders the parameter expression p so that the planner does not know
+// its value, in the plans it makes for a run's arguments as in the plan it makes
+// once for any arguments (a subquery's value is known only when the statement
+// runs). In a caller's own transaction, under the server's plan_cache_mode=auto
+// (duroq's own force plans made once, see pgsql.Begin), PostgreSQL otherwise plans
+// again at every run a statement whose plan for the run's arguments looks cheaper:
+// the scan's LIMIT (the plan for any arguments assumes a LIMIT keeps a tenth of the
+// rows: 0.6 ms of planning for 0.1 ms of scan, more with a longer backlog) and
+// lockKeys' arrays of keys (a plan for the run's arguments counts them). Both
+// plans read the same indexes anyway.
+func unknown(p string) string { return "(SELECT " + p + ")" }
 
 // prioritizedSQL renders whether queue pq has messages of non-zero priority
 // visible at pnow: one probe of each partial index, which PostgreSQL evaluates
@@ -922,7 +925,7 @@ UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM c) THEN %[5]s END,
 	(SELECT count(*) FROM c), %[6]s, g.prioritized, g.limited FROM g`,
-		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", scanned, unknownLimit(a.p(int64(scan))), ex.phased),
+		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", scanned, unknown(a.p(int64(scan))+"::bigint"), ex.phased),
 		a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), nextVisible(eligible, pq, pnow, &a), asyncCommit,
 		guardsCTE(ex, pq, pnow)), a
 }
@@ -985,7 +988,7 @@ func (q *Queue) lockKeys(ctx context.Context, tx *sqlx.Tx, queue string, keys []
 	pmax, pbytes := a.p(int64(opts.MaxMessages)), a.p(int64(opts.MaxBytes))
 	query := fmt.Sprintf(`WITH kl AS (
 	INSERT INTO mq_keys AS k (queue, routing_key, lock_token, locked_until)
-	SELECT %[1]s, w.routing_key, w.token, %[4]s FROM unnest(%[2]s::text[], %[3]s::uuid[]) AS w(routing_key, token)
+	SELECT %[1]s, w.routing_key, w.token, %[4]s FROM unnest(%[2]s, %[3]s) AS w(routing_key, token)
 	WHERE set_config('lock_timeout', '%[10]d', true) IS NOT NULL
 	ON CONFLICT (queue, routing_key) DO UPDATE SET lock_token = excluded.lock_token, locked_until = excluded.locked_until
 	WHERE (k.locked_until IS NULL OR k.locked_until <= %[5]s::bigint)%[6]s
@@ -1012,7 +1015,7 @@ UPDATE mq_messages m SET lock_token = pick.lock_token, locked_until = %[4]s, vis
 FROM pick WHERE m.id = pick.id
 RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key, m.trace_parent,
 	m.limit_group, m.priority`,
-		pq, pkeys, ptokens, puntil, pnow, attr, tags, pmax, pbytes, keyRowsWait.Milliseconds())
+		pq, unknown(pkeys+"::text[]"), unknown(ptokens+"::uuid[]"), puntil, pnow, attr, tags, pmax, pbytes, keyRowsWait.Milliseconds())
 	var rows []lockedRow
 	if err := sqlx.SelectContext(ctx, tx, &rows, query, a...); err != nil {
 		return nil, nil, err

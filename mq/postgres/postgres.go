@@ -66,7 +66,7 @@ type Queue struct {
 	losses  atomic.Int64 // dequeue attempts lost to another consumer, likewise
 
 	scanRatio atomic.Int64                     // rows per batch the last phased dequeue scan saw (see attemptMany)
-	planStats pgsql.StatsGuard                 // gives mq_messages planner statistics (doc.go)
+	planStats pgsql.StatsGuard                 // keeps mq_messages and mq_keys planner statistics current (doc.go)
 	enqueues  *groupcommit.Group[[]mq.Message] // groups concurrent Enqueue calls into shared transactions
 	// dedupSweep paces the deletion of expired deduplication ids.
 	dedupSweep mqsql.Sweeper
