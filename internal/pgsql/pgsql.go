@@ -5,6 +5,7 @@ package pgsql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -107,7 +108,8 @@ func (d database) Run(ctx context.Context, fn func(ctx context.Context, tx txn.T
 	})
 }
 
-// Begin starts a transaction of db (READ COMMITTED, the server's default) whose
+// Begin starts a READ COMMITTED transaction of db (whatever the server's default:
+// the queue's statements rely on each seeing what committed before it began) whose
 // statements run on generic plans and never scan a whole table.
 //
 // Generic plans are made once per connection, not again for each run's arguments:
@@ -126,7 +128,7 @@ func (d database) Run(ctx context.Context, fn func(ctx context.Context, tx txn.T
 // serves). Both settings are local to the transaction: a statement the
 // application runs on the pool keeps its own.
 func Begin(ctx context.Context, db *sqlx.DB) (*sqlx.Tx, error) {
-	tx, err := db.BeginTxx(ctx, nil)
+	tx, err := db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 // connection, and walks an index even where the table is small; the same
 // statement run on the pool outside them is planned for its arguments as the
 // server's plan_cache_mode says (at least its first five runs) and scans the small
-// table whole.
+// table whole. Run's transactions are READ COMMITTED whatever the session's default.
 func TestRunPlansStatementsOnceWithIndexes(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	ctx := t.Context()
@@ -61,6 +61,18 @@ func TestRunPlansStatementsOnceWithIndexes(t *testing.T) {
 	}
 	if !strings.Contains(outside, "Seq Scan") {
 		t.Errorf("on the pool, a lookup in a small table by its key: %s, want the server's choice, a sequential scan: the setting leaked out of the transaction", outside)
+	}
+
+	// READ COMMITTED whatever the session's default.
+	if _, err := db.ExecContext(ctx, `SET default_transaction_isolation = 'serializable'`); err != nil {
+		t.Fatal(err)
+	}
+	var isolation string
+	if err := pgsql.Run(ctx, db, func(tx *sqlx.Tx) error { return tx.GetContext(ctx, &isolation, `SHOW transaction_isolation`) }); err != nil {
+		t.Fatal(err)
+	}
+	if isolation != "read committed" {
+		t.Errorf("Run's transaction isolation under a serializable default: %q, want read committed", isolation)
 	}
 
 	plans := func(statement string) (custom, generic int) {
