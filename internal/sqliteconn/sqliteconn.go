@@ -221,10 +221,11 @@ const writerIdle = time.Second
 // another connection has written, so writes rotating over the pool would start
 // cold every time.
 type Writer struct {
-	mu   sync.Mutex
-	db   *sqlx.DB
-	conn *sqlx.Conn
-	idle *time.Timer // releases the connection writerIdle after the last transaction
+	mu    sync.Mutex
+	db    *sqlx.DB
+	conn  *sqlx.Conn
+	stmts map[string]*sqlx.Stmt // prepared on conn by ConnTx.Prepared
+	idle  *time.Timer           // releases the connection writerIdle after the last transaction
 	// writes counts the transactions it committed and the checkpoints it ran,
 	// for a Watcher to tell this process's writes to the files from others'.
 	writes atomic.Uint64
@@ -242,6 +243,103 @@ type Writer struct {
 
 // Run runs fn in a write transaction on the writer's connection (see sqltx.Run).
 func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	return w.exclusive(ctx, func(bg context.Context) error {
+		return sqltx.RunWith(bg, w.begin, func(tx *sqlx.Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return ctx.Err()
+		})
+	})
+}
+
+// ConnTx is a write transaction that RunConn runs on the writer's connection.
+type ConnTx struct {
+	*sqlx.Conn
+	w *Writer
+}
+
+// maxConnStatements bounds the statements prepared on the writer's connection;
+// past it, statements run as text.
+const maxConnStatements = 512
+
+// Prepared returns query prepared on the transaction's connection, where it stays
+// prepared while the writer keeps the connection; nil past maxConnStatements.
+// It implements stmtcache.Preparer.
+func (t *ConnTx) Prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	w := t.w
+	if st, ok := w.stmts[query]; ok {
+		return st, nil
+	}
+	if len(w.stmts) >= maxConnStatements {
+		return nil, nil
+	}
+	st, err := t.PreparexContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if w.stmts == nil {
+		w.stmts = map[string]*sqlx.Stmt{}
+	}
+	w.stmts[query] = st
+	return st, nil
+}
+
+// RunConn is Run with the transaction begun and ended by statements on the
+// writer's connection, which fn's statements run on too. A transaction of
+// database/sql starts a goroutine watching its context, and one for each query
+// result read in it, and ends them at commit: for a transaction of one or two
+// short statements, those goroutines' wake-ups on other threads cost a tenth of
+// its time, and more when the other core is busy.
+func (w *Writer) RunConn(ctx context.Context, fn func(tx *ConnTx) error) error {
+	return w.exclusive(ctx, func(bg context.Context) (err error) {
+		if err := w.beginStatement(bg); err != nil {
+			return fmt.Errorf("begin transaction: %w", err)
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				w.settle()
+				panic(p)
+			}
+		}()
+		if err := fn(&ConnTx{Conn: w.conn, w: w}); err != nil {
+			return err // exclusive rolls it back
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := w.conn.ExecContext(bg, "COMMIT"); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return nil
+	})
+}
+
+// beginStatement begins a write transaction on the writer's connection with a
+// statement, replacing a connection that has gone bad.
+func (w *Writer) beginStatement(ctx context.Context) error {
+	if w.conn != nil {
+		_, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+		if !badConn(err) {
+			return err
+		}
+		w.drop()
+	}
+	conn, err := w.db.Connx(ctx)
+	if err != nil {
+		return err
+	}
+	w.conn = conn
+	_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+	return err
+}
+
+// exclusive runs the transaction tx on the writer's connection, holding the
+// writer, with ctx's cancellation removed: database/sql would roll back a
+// cancelled transaction asynchronously, after the connection is already the next
+// writer's. Statements still stop on ctx, and a transaction whose ctx ended rolls
+// back here, before the writer is released.
+func (w *Writer) exclusive(ctx context.Context, tx func(bg context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		// database/sql closes a connection whose transaction begins with a done
 		// context: keep the writer's.
@@ -249,16 +347,7 @@ func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	// The transaction itself ignores ctx: database/sql would roll back a cancelled
-	// transaction asynchronously, after the connection is already the next
-	// writer's. Statements still stop on ctx, and a transaction whose ctx ended
-	// rolls back here, before the lock is released.
-	err := sqltx.RunWith(context.WithoutCancel(ctx), w.begin, func(tx *sqlx.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		return ctx.Err()
-	})
+	err := tx(context.WithoutCancel(ctx))
 	if err == nil {
 		w.writes.Add(1)
 		if w.connect != nil && w.checkpointing.CompareAndSwap(false, true) {
@@ -369,7 +458,13 @@ func (w *Writer) settle() {
 	}
 }
 
+// drop closes the statements prepared on the writer's connection and hands the
+// connection back to the pool.
 func (w *Writer) drop() {
+	for _, st := range w.stmts {
+		_ = st.Close()
+	}
+	w.stmts = nil
 	if w.conn != nil {
 		_ = w.conn.Close()
 		w.conn = nil

@@ -46,10 +46,19 @@ func (c *Cache) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 	return st, nil
 }
 
-// bind returns query as a statement of q: q is the cache's database or one of its
-// transactions (any other runner gets nil: run the text).
+// Preparer is a runner with statements of its own: a transaction on one
+// connection that keeps the statements it prepared there.
+type Preparer interface {
+	// Prepared returns query prepared for the runner, or nil to run it as text.
+	Prepared(ctx context.Context, query string) (*sqlx.Stmt, error)
+}
+
+// bind returns query as a statement of q: q is the cache's database, one of its
+// transactions or a Preparer (any other runner gets nil: run the text).
 func (c *Cache) bind(ctx context.Context, q any, query string) (*sqlx.Stmt, error) {
 	switch q := q.(type) {
+	case Preparer:
+		return q.Prepared(ctx, query)
 	case *sqlx.Tx:
 		st, err := c.prepared(ctx, query)
 		if st == nil || err != nil {

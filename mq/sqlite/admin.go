@@ -118,7 +118,7 @@ func (q *Queue) PeekTx(ctx context.Context, r sqlx.QueryerContext, queue string,
 
 // Redrive implements mq.Admin.
 func (q *Queue) Redrive(ctx context.Context, deadLetterQueue string, opts mq.RedriveOptions) (n int, err error) {
-	err = q.run(ctx, "redrive", func(tx *sqlx.Tx) (wake []string, err error) {
+	err = q.run(ctx, "redrive", func(tx runner) (wake []string, err error) {
 		n, wake, err = q.redrive(ctx, tx, deadLetterQueue, opts)
 		return wake, err
 	})
@@ -134,7 +134,7 @@ func (q *Queue) RedriveTx(ctx context.Context, tx *sqlx.Tx, deadLetterQueue stri
 
 // redrive moves the selected dead letters in one statement and returns how many and
 // the queues they went to.
-func (q *Queue) redrive(ctx context.Context, tx *sqlx.Tx, deadLetterQueue string, opts mq.RedriveOptions) (int, []string, error) {
+func (q *Queue) redrive(ctx context.Context, tx runner, deadLetterQueue string, opts mq.RedriveOptions) (int, []string, error) {
 	const op = "redrive"
 	if q.closed.Load() {
 		return 0, nil, mq.Closed(op)
@@ -180,8 +180,8 @@ func selection(where string, args []any, routingKey string, ids []int64) (string
 
 // Purge implements mq.Admin.
 func (q *Queue) Purge(ctx context.Context, queue string, opts mq.PurgeOptions) (n int, err error) {
-	err = q.run(ctx, "purge", func(tx *sqlx.Tx) ([]string, error) {
-		n, err = q.PurgeTx(ctx, tx, queue, opts)
+	err = q.run(ctx, "purge", func(tx runner) ([]string, error) {
+		n, err = q.purge(ctx, tx, queue, opts)
 		return []string{queue}, err
 	})
 	return n, err
@@ -190,6 +190,10 @@ func (q *Queue) Purge(ctx context.Context, queue string, opts mq.PurgeOptions) (
 // PurgeTx is Purge inside tx. Call Notify after commit: batches that lost a message
 // released the others.
 func (q *Queue) PurgeTx(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.PurgeOptions) (int, error) {
+	return q.purge(ctx, tx, queue, opts)
+}
+
+func (q *Queue) purge(ctx context.Context, tx runner, queue string, opts mq.PurgeOptions) (int, error) {
 	const op = "purge"
 	if q.closed.Load() {
 		return 0, mq.Closed(op)
@@ -215,7 +219,7 @@ func (q *Queue) SetLimit(ctx context.Context, queue, group string, l mq.Limit) e
 	if err := mq.CheckLimit(op, queue, group, l); err != nil {
 		return err
 	}
-	return q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+	return q.run(ctx, op, func(tx runner) ([]string, error) {
 		if l == (mq.Limit{}) {
 			_, err := q.stmts.Exec(ctx, tx, `DELETE FROM mq_limits WHERE queue = ? AND grp = ?`, queue, group)
 			return nil, err

@@ -53,7 +53,7 @@ func (q *Queue) poll(ctx context.Context, queue string, opts mq.DequeueOptions, 
 		return nil, fmt.Errorf("mq/sqlite: %s %q: %w", op, mq.Clip(queue), err)
 	}
 	batches, err := wake.Poll(ctx, &q.hub, queue, opts.Wait, q.now, func() (bs []*mq.Batch, ok bool, next time.Time, err error) {
-		err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+		err = q.run(ctx, op, func(tx runner) ([]string, error) {
 			bs, next, err = q.dequeue(ctx, tx, queue, opts, max)
 			return nil, err
 		})
@@ -140,7 +140,7 @@ func (q *Queue) DequeueManyTx(ctx context.Context, tx *sqlx.Tx, queue string, op
 	return batches, err
 }
 
-func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, time.Time, error) {
+func (q *Queue) dequeue(ctx context.Context, tx runner, queue string, opts mq.DequeueOptions, max int) ([]*mq.Batch, time.Time, error) {
 	const op = "dequeue"
 	opts, err := mq.NormalizeDequeue(queue, opts)
 	if err != nil {
@@ -195,7 +195,7 @@ func (q *Queue) dequeue(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.
 // limits admit, and a keyed batch takes no more messages than the rates leave.
 // The buckets it drew from are stored back. When it takes nothing, it returns when
 // a rate that held messages back has a token again.
-func (q *Queue) dequeueLimited(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, max int, at time.Time, rules []mqsql.LimitRow) ([]*mq.Batch, time.Time, error) {
+func (q *Queue) dequeueLimited(ctx context.Context, tx runner, queue string, opts mq.DequeueOptions, max int, at time.Time, rules []mqsql.LimitRow) ([]*mq.Batch, time.Time, error) {
 	now := micros(at)
 	var held []mqsql.HeldRow
 	if err := q.stmts.Select(ctx, tx, &held, liveLocksSQL, queue, now); err != nil {
@@ -351,7 +351,7 @@ func phaseSQL(ph phase, cond string, sessions bool) string {
 // positive priority, the scan starts again with them. limited says the queue may
 // have limits (see mq.Limit), which the candidates ignored: the caller must then
 // read them.
-func (q *Queue) candidates(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, want int, now int64, blocked []string) (_ []candidate, limited bool, _ error) {
+func (q *Queue) candidates(ctx context.Context, tx runner, queue string, opts mq.DequeueOptions, want int, now int64, blocked []string) (_ []candidate, limited bool, _ error) {
 	cond, condArgs := filters(opts, now)
 	if cond != "" {
 		cond = " AND " + cond
@@ -460,7 +460,7 @@ func (q *Queue) scanCandidate(scan *sql.Rows, candidates *[]candidate, seen map[
 
 // checkWhole clears the whole flag of the keyed candidates whose key has more
 // visible messages than the scan read.
-func (q *Queue) checkWhole(ctx context.Context, tx *sqlx.Tx, queue string, now int64, candidates []candidate, seen map[string]int) ([]candidate, error) {
+func (q *Queue) checkWhole(ctx context.Context, tx runner, queue string, now int64, candidates []candidate, seen map[string]int) ([]candidate, error) {
 	var counts []any // (key, rows) pairs
 	most := 0
 	for _, c := range candidates {
@@ -496,7 +496,7 @@ func moreVisibleSQL(n int) string {
 }
 
 // lockBatches locks a batch for each candidate, in a constant number of statements.
-func (q *Queue) lockBatches(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, candidates []candidate, now int64) ([]*mq.Batch, error) {
+func (q *Queue) lockBatches(ctx context.Context, tx runner, queue string, opts mq.DequeueOptions, candidates []candidate, now int64) ([]*mq.Batch, error) {
 	until := micros(q.now().Add(opts.LockTimeout))
 	var (
 		batches  = make([]*mq.Batch, 0, len(candidates))

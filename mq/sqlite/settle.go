@@ -95,7 +95,7 @@ func plain(ss []mq.Settlement) []settlement {
 
 // runSettle settles ss in a transaction of its own and wakes the queues it touched.
 func (q *Queue) runSettle(ctx context.Context, op string, ss []settlement) (res settled, err error) {
-	err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+	err = q.run(ctx, op, func(tx runner) ([]string, error) {
 		res, err = q.settle(ctx, tx, op, ss)
 		return res.wake, err
 	})
@@ -113,7 +113,7 @@ func (q *Queue) runOne(ctx context.Context, op string, s settlement) error {
 }
 
 // settleOne settles s in tx; a lost lock is the plain LockLost of op.
-func (q *Queue) settleOne(ctx context.Context, tx *sqlx.Tx, op string, s settlement) (settled, error) {
+func (q *Queue) settleOne(ctx context.Context, tx runner, op string, s settlement) (settled, error) {
 	res, err := q.settle(ctx, tx, op, []settlement{s})
 	if err != nil {
 		return res, wrap(op, err)
@@ -173,7 +173,7 @@ func heldIDsSQL(n int) string {
 // locks, the sessions' activity and one insert of the Then messages. A batch's messages are the token's rows, so each kind of
 // change takes one (token, first id, last id) span per batch. An error means
 // nothing may be applied: roll tx back.
-func (q *Queue) settle(ctx context.Context, tx *sqlx.Tx, op string, ss []settlement) (settled, error) {
+func (q *Queue) settle(ctx context.Context, tx runner, op string, ss []settlement) (settled, error) {
 	if q.closed.Load() {
 		return settled{}, mq.Closed(op)
 	}
@@ -328,7 +328,7 @@ func (q *Queue) settle(ctx context.Context, tx *sqlx.Tx, op string, ss []settlem
 }
 
 // held reads what the live tokens among tokens hold, by token.
-func (q *Queue) held(ctx context.Context, tx *sqlx.Tx, tokens []any, now int64) (map[string]*held, error) {
+func (q *Queue) held(ctx context.Context, tx runner, tokens []any, now int64) (map[string]*held, error) {
 	rows, err := q.stmts.Query(ctx, tx, heldSQL(len(tokens)), append(tokens, now)...)
 	if err != nil {
 		return nil, err
@@ -348,7 +348,7 @@ func (q *Queue) held(ctx context.Context, tx *sqlx.Tx, tokens []any, now int64) 
 
 // deleteHeld deletes the messages of the live tokens among tokens and says what
 // each held, by token, as held does.
-func (q *Queue) deleteHeld(ctx context.Context, tx *sqlx.Tx, tokens []any, now int64) (map[string]*held, error) {
+func (q *Queue) deleteHeld(ctx context.Context, tx runner, tokens []any, now int64) (map[string]*held, error) {
 	rows, err := q.stmts.Query(ctx, tx, `DELETE FROM mq_messages WHERE lock_token IN (`+sqltext.Params(len(tokens))+`) AND locked_until > ?
 		RETURNING lock_token, id, queue, routing_key, session, locked_until`, append(tokens, now)...)
 	if err != nil {
@@ -444,7 +444,7 @@ type keyEnd struct {
 // (keys with an attribute, held keys) are updated. A call whose keys have no
 // attribute (mq.Consumer's) takes one statement, one whose keys have one (the
 // runtime's pinned instances) two.
-func (q *Queue) endKeyLocks(ctx context.Context, tx *sqlx.Tx, ends []keyEnd) error {
+func (q *Queue) endKeyLocks(ctx context.Context, tx runner, ends []keyEnd) error {
 	var released, all []any
 	for _, e := range ends {
 		var until any // NULL releases
@@ -476,7 +476,7 @@ func (q *Queue) endKeyLocks(ctx context.Context, tx *sqlx.Tx, ends []keyEnd) err
 
 // touchSessions records activity at now on the live leases of the sessions given as
 // (queue, session) pairs.
-func (q *Queue) touchSessions(ctx context.Context, tx *sqlx.Tx, sessions []any, now int64) error {
+func (q *Queue) touchSessions(ctx context.Context, tx runner, sessions []any, now int64) error {
 	n := len(sessions) / 2
 	if n == 0 {
 		return nil

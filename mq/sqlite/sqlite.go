@@ -149,13 +149,20 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
 
-// write runs fn in one write transaction and wakes the queues it names afterwards.
-func (q *Queue) run(ctx context.Context, op string, fn func(tx *sqlx.Tx) ([]string, error)) error {
+// runner is what a queue operation's statements run on: the caller's *sqlx.Tx (the
+// *Tx methods) or the writer's transaction (run).
+type runner interface {
+	sqlx.QueryerContext
+	sqlx.ExecerContext
+}
+
+// run runs fn in one write transaction and wakes the queues it names afterwards.
+func (q *Queue) run(ctx context.Context, op string, fn func(tx runner) ([]string, error)) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
 	var wakeQueues []string
-	err := q.writer.Run(ctx, func(tx *sqlx.Tx) (err error) {
+	err := q.writer.RunConn(ctx, func(tx *sqliteconn.ConnTx) (err error) {
 		wakeQueues, err = fn(tx)
 		return err
 	})
@@ -219,7 +226,7 @@ func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
 // so that they share its commit (with synchronous=FULL, its fsync).
 func (q *Queue) enqueueRound(ctx context.Context, calls [][]mq.Message) error {
 	msgs := slices.Concat(calls...)
-	return q.run(ctx, "enqueue", func(tx *sqlx.Tx) ([]string, error) {
+	return q.run(ctx, "enqueue", func(tx runner) ([]string, error) {
 		return queueNames(msgs), q.insert(ctx, tx, "enqueue", msgs)
 	})
 }
@@ -265,7 +272,7 @@ func (q *Queue) checkEnqueue(msgs []mq.Message) error {
 
 // insert stores msgs, which are valid, for op (enqueue, or the follow-ups of a
 // settlement).
-func (q *Queue) insert(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.Message) error {
+func (q *Queue) insert(ctx context.Context, tx runner, op string, msgs []mq.Message) error {
 	now := q.now()
 	msgs, err := q.remember(ctx, tx, mq.Deduplicated(msgs), now)
 	if err != nil {
@@ -303,7 +310,7 @@ const dedupChunk = 2048
 // remember records the DedupIDs of msgs in tx and returns the messages to store:
 // those without a DedupID, or whose DedupID their queue does not remember at now (a
 // forgotten, expired one is renewed). Once a second, it also deletes expired ids.
-func (q *Queue) remember(ctx context.Context, tx *sqlx.Tx, msgs []mq.Message, now time.Time) ([]mq.Message, error) {
+func (q *Queue) remember(ctx context.Context, tx runner, msgs []mq.Message, now time.Time) ([]mq.Message, error) {
 	var args []any
 	for _, m := range msgs {
 		if m.DedupID != "" {
@@ -346,7 +353,7 @@ func (q *Queue) remember(ctx context.Context, tx *sqlx.Tx, msgs []mq.Message, no
 // duplicateKey names the pending message key that made an insert of msgs fail. The
 // unique index, not a lookup per message, guards the keys: only a failed insert
 // pays for finding which key it was (SQLite undid just the failed statement).
-func (q *Queue) duplicateKey(ctx context.Context, tx *sqlx.Tx, op string, msgs []mq.Message, cause error) error {
+func (q *Queue) duplicateKey(ctx context.Context, tx runner, op string, msgs []mq.Message, cause error) error {
 	for _, m := range msgs {
 		if m.Key == "" {
 			continue
@@ -365,8 +372,8 @@ func (q *Queue) duplicateKey(ctx context.Context, tx *sqlx.Tx, op string, msgs [
 
 // Lock implements mq.MessageQueue.
 func (q *Queue) Lock(ctx context.Context, token string) (li mq.LockInfo, err error) {
-	err = q.run(ctx, "lock", func(tx *sqlx.Tx) ([]string, error) {
-		li, err = q.LockTx(ctx, tx, token)
+	err = q.run(ctx, "lock", func(tx runner) ([]string, error) {
+		li, err = q.lock(ctx, tx, token)
 		return nil, err
 	})
 	return li, err
@@ -374,6 +381,10 @@ func (q *Queue) Lock(ctx context.Context, token string) (li mq.LockInfo, err err
 
 // LockTx is Lock inside tx.
 func (q *Queue) LockTx(ctx context.Context, tx *sqlx.Tx, token string) (mq.LockInfo, error) {
+	return q.lock(ctx, tx, token)
+}
+
+func (q *Queue) lock(ctx context.Context, tx runner, token string) (mq.LockInfo, error) {
 	const op = "lock"
 	if q.closed.Load() {
 		return mq.LockInfo{}, mq.Closed(op)
@@ -399,8 +410,8 @@ func (q *Queue) LockTx(ctx context.Context, tx *sqlx.Tx, token string) (mq.LockI
 
 // Renew implements mq.MessageQueue.
 func (q *Queue) Renew(ctx context.Context, token string, extend time.Duration) (until time.Time, err error) {
-	err = q.run(ctx, "renew", func(tx *sqlx.Tx) ([]string, error) {
-		until, err = q.RenewTx(ctx, tx, token, extend)
+	err = q.run(ctx, "renew", func(tx runner) ([]string, error) {
+		until, err = q.renew(ctx, tx, token, extend)
 		return nil, err
 	})
 	return until, err
@@ -408,6 +419,10 @@ func (q *Queue) Renew(ctx context.Context, token string, extend time.Duration) (
 
 // RenewTx is Renew inside tx.
 func (q *Queue) RenewTx(ctx context.Context, tx *sqlx.Tx, token string, extend time.Duration) (time.Time, error) {
+	return q.renew(ctx, tx, token, extend)
+}
+
+func (q *Queue) renew(ctx context.Context, tx runner, token string, extend time.Duration) (time.Time, error) {
 	const op = "renew"
 	if q.closed.Load() {
 		return time.Time{}, mq.Closed(op)
@@ -454,8 +469,8 @@ func (q *Queue) RenewTx(ctx context.Context, tx *sqlx.Tx, token string, extend t
 
 // Remove implements mq.MessageQueue.
 func (q *Queue) Remove(ctx context.Context, queue string, keys ...string) (n int, err error) {
-	err = q.run(ctx, "remove", func(tx *sqlx.Tx) ([]string, error) {
-		n, err = q.RemoveTx(ctx, tx, queue, keys...)
+	err = q.run(ctx, "remove", func(tx runner) ([]string, error) {
+		n, err = q.remove(ctx, tx, queue, keys...)
 		return []string{queue}, err
 	})
 	return n, err
@@ -463,6 +478,10 @@ func (q *Queue) Remove(ctx context.Context, queue string, keys ...string) (n int
 
 // RemoveTx is Remove inside tx. Call Notify after commit.
 func (q *Queue) RemoveTx(ctx context.Context, tx *sqlx.Tx, queue string, keys ...string) (int, error) {
+	return q.remove(ctx, tx, queue, keys...)
+}
+
+func (q *Queue) remove(ctx context.Context, tx runner, queue string, keys ...string) (int, error) {
 	const op = "remove"
 	if q.closed.Load() {
 		return 0, mq.Closed(op)
@@ -490,8 +509,8 @@ func (q *Queue) RemoveTx(ctx context.Context, tx *sqlx.Tx, queue string, keys ..
 
 // RemovePrefix implements mq.MessageQueue.
 func (q *Queue) RemovePrefix(ctx context.Context, queue, prefix string) (n int, err error) {
-	err = q.run(ctx, "remove prefix", func(tx *sqlx.Tx) ([]string, error) {
-		n, err = q.RemovePrefixTx(ctx, tx, queue, prefix)
+	err = q.run(ctx, "remove prefix", func(tx runner) ([]string, error) {
+		n, err = q.removePrefix(ctx, tx, queue, prefix)
 		return []string{queue}, err
 	})
 	return n, err
@@ -499,6 +518,10 @@ func (q *Queue) RemovePrefix(ctx context.Context, queue, prefix string) (n int, 
 
 // RemovePrefixTx is RemovePrefix inside tx. Call Notify after commit.
 func (q *Queue) RemovePrefixTx(ctx context.Context, tx *sqlx.Tx, queue, prefix string) (int, error) {
+	return q.removePrefix(ctx, tx, queue, prefix)
+}
+
+func (q *Queue) removePrefix(ctx context.Context, tx runner, queue, prefix string) (int, error) {
 	const op = "remove prefix"
 	if q.closed.Load() {
 		return 0, mq.Closed(op)
@@ -551,7 +574,7 @@ type lockState struct {
 // are the lock states of the deleted messages): their other messages become
 // eligible now and their key locks end. The tokens travel as one JSON array, so the
 // statements are the same whatever their number.
-func (q *Queue) releaseLost(ctx context.Context, tx *sqlx.Tx, deleted []lockState) error {
+func (q *Queue) releaseLost(ctx context.Context, tx runner, deleted []lockState) error {
 	now := micros(q.now())
 	var tokens []string
 	seen := map[string]bool{}
@@ -587,8 +610,8 @@ func jsonArray[T any](v []T) (string, error) {
 
 // PurgeKey implements mq.MessageQueue.
 func (q *Queue) PurgeKey(ctx context.Context, queue, routingKey string) (n int, err error) {
-	err = q.run(ctx, "purge key", func(tx *sqlx.Tx) ([]string, error) {
-		n, err = q.PurgeKeyTx(ctx, tx, queue, routingKey)
+	err = q.run(ctx, "purge key", func(tx runner) ([]string, error) {
+		n, err = q.purgeKey(ctx, tx, queue, routingKey)
 		return nil, err
 	})
 	return n, err
@@ -596,6 +619,10 @@ func (q *Queue) PurgeKey(ctx context.Context, queue, routingKey string) (n int, 
 
 // PurgeKeyTx is PurgeKey inside tx.
 func (q *Queue) PurgeKeyTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey string) (int, error) {
+	return q.purgeKey(ctx, tx, queue, routingKey)
+}
+
+func (q *Queue) purgeKey(ctx context.Context, tx runner, queue, routingKey string) (int, error) {
 	const op = "purge key"
 	if q.closed.Load() {
 		return 0, mq.Closed(op)
@@ -616,13 +643,17 @@ func (q *Queue) PurgeKeyTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey s
 
 // SetKeyAttr implements mq.MessageQueue.
 func (q *Queue) SetKeyAttr(ctx context.Context, queue, routingKey string, attr *int64) error {
-	return q.run(ctx, "set key attribute", func(tx *sqlx.Tx) ([]string, error) {
-		return nil, q.SetKeyAttrTx(ctx, tx, queue, routingKey, attr)
+	return q.run(ctx, "set key attribute", func(tx runner) ([]string, error) {
+		return nil, q.setKeyAttr(ctx, tx, queue, routingKey, attr)
 	})
 }
 
 // SetKeyAttrTx is SetKeyAttr inside tx.
 func (q *Queue) SetKeyAttrTx(ctx context.Context, tx *sqlx.Tx, queue, routingKey string, attr *int64) error {
+	return q.setKeyAttr(ctx, tx, queue, routingKey, attr)
+}
+
+func (q *Queue) setKeyAttr(ctx context.Context, tx runner, queue, routingKey string, attr *int64) error {
 	const op = "set key attribute"
 	if q.closed.Load() {
 		return mq.Closed(op)
@@ -654,7 +685,7 @@ func (q *Queue) SetKeyAttrsTx(ctx context.Context, tx *sqlx.Tx, queue string, ke
 		return &mq.InvalidError{Op: "set key attribute", Field: "attrs", Reason: fmt.Sprintf("%d attributes for %d keys", len(attrs), len(keys))}
 	}
 	for i, key := range keys {
-		if err := q.SetKeyAttrTx(ctx, tx, queue, key, attrs[i]); err != nil {
+		if err := q.setKeyAttr(ctx, tx, queue, key, attrs[i]); err != nil {
 			return err
 		}
 	}
@@ -701,7 +732,7 @@ func (q *Queue) CleanupSessions(ctx context.Context, queue string) (int, error) 
 // execCount runs one write statement in its own transaction and returns the number
 // of rows it changed.
 func (q *Queue) execCount(ctx context.Context, op, query string, args ...any) (n int, err error) {
-	err = q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+	err = q.run(ctx, op, func(tx runner) ([]string, error) {
 		res, err := q.stmts.Exec(ctx, tx, query, args...)
 		if err != nil {
 			return nil, err
@@ -814,7 +845,7 @@ func (q *Queue) pause(ctx context.Context, op, queue, stmt string, wake []string
 	if err := mq.CheckQueue(op, queue); err != nil {
 		return err
 	}
-	return q.run(ctx, op, func(tx *sqlx.Tx) ([]string, error) {
+	return q.run(ctx, op, func(tx runner) ([]string, error) {
 		_, err := q.stmts.Exec(ctx, tx, stmt, queue)
 		return wake, err
 	})
