@@ -117,8 +117,13 @@ func (g *Group[T]) applyRound(round []*request[T]) {
 }
 
 // roundContext returns a context that ends when every request's context has
-// ended: a round is abandoned only when none of its callers still wants it.
+// ended: a round is abandoned only when none of its callers still wants it. A
+// round of one request runs in its context, which may never end: SQLite's driver
+// runs each statement of a context that can end on a goroutine of its own.
 func roundContext[T any](round []*request[T]) (context.Context, context.CancelFunc) {
+	if len(round) == 1 {
+		return round[0].ctx, func() {}
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(round[0].ctx))
 	var left atomic.Int64
 	left.Store(int64(len(round)))

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/duroq/duroq/internal/stmtcache"
 )
 
 // TestRunConnCommitsOrRollsBack runs transactions through Writer.RunConn that
@@ -69,6 +71,24 @@ func TestRunConnCommitsOrRollsBack(t *testing.T) {
 	}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("RunConn cancelled during its function returned %v, want context.Canceled", err)
 	}
+	// Statements through the cache run to completion, but none starts once the
+	// context has ended.
+	cache := stmtcache.New(db)
+	defer cache.Close()
+	running, stop := context.WithCancel(ctx)
+	if err := w.RunConn(running, func(tx *ConnTx) error {
+		if _, err := cache.Exec(running, tx, insert, 8); err != nil {
+			t.Errorf("a statement through the cache before cancellation: %v", err)
+		}
+		stop()
+		_, err := cache.Exec(running, tx, insert, 9)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("a statement through the cache after cancellation returned %v, want context.Canceled", err)
+		}
+		return err
+	}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunConn cancelled between statements returned %v, want context.Canceled", err)
+	}
 	// A deferred foreign key fails the COMMIT, which leaves the transaction open:
 	// RunConn must roll it back before the next one begins.
 	if err := w.RunConn(ctx, func(tx *ConnTx) error {
@@ -81,14 +101,14 @@ func TestRunConnCommitsOrRollsBack(t *testing.T) {
 		t.Fatalf("RunConn whose COMMIT breaks a foreign key returned %v, want a commit error", err)
 	}
 	if got := ids(); len(got) != 1 || got[0] != 1 {
-		t.Fatalf("parent ids %v after a commit and four failed transactions, want [1]", got)
+		t.Fatalf("parent ids %v after a commit and five failed transactions, want [1]", got)
 	}
 
 	if err := w.RunConn(ctx, func(tx *ConnTx) error { return insertParent(ctx, tx, 6) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(w.stmts) != 1 {
-		t.Fatalf("the writer's connection holds %d prepared statements after six transactions running one, want 1", len(w.stmts))
+		t.Fatalf("the writer's connection holds %d prepared statements after seven transactions running it, want 1", len(w.stmts))
 	}
 	w.release() // as when the writer is idle: the statements go with the connection
 	if w.stmts != nil {
