@@ -287,11 +287,10 @@ func (t *ConnTx) Prepared(ctx context.Context, query string) (*sqlx.Stmt, error)
 
 // RunConn is Run with the transaction begun and ended by statements on the
 // writer's connection, which fn's statements run on too (through stmtcache they
-// run to completion, see stmtcache.Preparer). A transaction of
-// database/sql starts a goroutine watching its context, and one for each query
-// result read in it, and ends them at commit: for a transaction of one or two
-// short statements, those goroutines' wake-ups on other threads cost a tenth of
-// its time, and more when the other core is busy.
+// run to completion, see stmtcache.Preparer). A transaction of database/sql
+// starts a goroutine watching its context, and one for each query result read in
+// it, and ends them at commit: for a transaction of one or two short statements,
+// those goroutines' wake-ups on other threads cost a fifth of its time.
 func (w *Writer) RunConn(ctx context.Context, fn func(tx *ConnTx) error) error {
 	return w.exclusive(ctx, func(bg context.Context) (err error) {
 		if err := w.beginStatement(bg); err != nil {
