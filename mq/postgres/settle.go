@@ -24,12 +24,15 @@ import (
 //
 // Ack, Abandon and a lone Settle that acks and dead-letters nothing do not depend on
 // the batch's size: applySQL alone settles them, one round trip (plus the transaction
-// around follow-up messages). Any other Settle first runs heldSQL in its transaction:
-// it takes the same advisory locks and locks the batches' rows in id order (so
-// settling several un-keyed batches keeps the lock order), and reports each batch's
-// size and queue, which the settlements are validated against before anything
-// changes. Nobody else can change those batches before the commit, so applySQL then
-// settles them exactly as heldSQL saw them.
+// around follow-up messages). Settle runs applySQL in a transaction of its own and
+// checks each settlement against the size and queue applySQL reports for its batch,
+// rolling everything back if one is invalid. SettleTx cannot roll back the caller's
+// transaction, so it first runs heldSQL: it takes the same advisory locks and locks
+// the batches' rows in id order, and reports each batch's size and queue, which the
+// settlements are validated against before anything changes. Nobody else can change
+// those batches before the commit, so applySQL then settles them exactly as heldSQL
+// saw them. Two transactions settling rows of the same batches in different orders
+// (a Settle racing a Purge) deadlock; PostgreSQL ends one, which is retried.
 
 // The statements below find a batch's rows with "lock_token {tokens}", completed by
 // forTokens for one token ($1 a uuid) or for several ($1 an array). A statement for
@@ -132,9 +135,14 @@ out AS (
 	RETURNING t.token, t.queue, t.routing_key, t.locked_until, m.session, NOT t.dead, CASE WHEN t.dead THEN t.dlq END
 ),
 done AS (SELECT * FROM ack UNION ALL SELECT * FROM out),
+-- A batch's key stays held if its settlement asks for it ($9) and releases some of
+-- the batch's messages: its size is known here even when the settlement's was not.
 kb AS MATERIALIZED (
-	SELECT DISTINCT d.token, d.queue, d.routing_key, s.hold, s.visible FROM done d JOIN s ON s.token = d.token
+	SELECT d.token, min(d.queue) AS queue, min(d.routing_key) AS routing_key,
+		bool_and(s.hold) AND min(s.dead) < count(*) AS hold, min(s.visible) AS visible
+	FROM done d JOIN s ON s.token = d.token
 	WHERE d.routing_key IS NOT NULL
+	GROUP BY d.token
 ),
 -- The key's row goes if it is released and holds no attribute; else kupd holds it
 -- until the released messages are visible, or clears its lock. kupd runs only where
@@ -425,8 +433,8 @@ func (q *Queue) checkAbandon(op string, opts mq.AbandonOptions) error {
 	return mq.CheckDuration(op, "Delay", opts.Delay)
 }
 
-// Settle implements mq.MessageQueue: one transaction of two statements (plus one to
-// enqueue follow-ups), or a single statement for one settlement that acks and
+// Settle implements mq.MessageQueue: one transaction of one statement (plus one to
+// enqueue follow-ups), or that statement alone for one settlement that acks and
 // dead-letters nothing and has no follow-ups.
 func (q *Queue) Settle(ctx context.Context, settlements ...mq.Settlement) error {
 	const op = "settle"
@@ -451,7 +459,7 @@ func (q *Queue) Settle(ctx context.Context, settlements ...mq.Settlement) error 
 		then []mq.Message
 	)
 	err := q.inTx(ctx, op, func(tx *sqlx.Tx) (err error) {
-		lost, wake, then, err = q.settle(ctx, tx, settlements)
+		lost, wake, then, err = q.settle(ctx, tx, settlements, false)
 		return err
 	})
 	if err != nil {
@@ -473,7 +481,7 @@ func (q *Queue) SettleTx(ctx context.Context, tx *sqlx.Tx, settlements ...mq.Set
 		return err
 	}
 	settlements = mq.TracedSettlements(ctx, settlements)
-	lost, _, _, err := q.settle(ctx, tx, settlements)
+	lost, _, _, err := q.settle(ctx, tx, settlements, true)
 	if err != nil {
 		return clash(op, wrap(op, err))
 	}
@@ -491,40 +499,53 @@ func settleError(lost map[int]error) error {
 // settle applies, in tx, every settlement of ss (already checked) whose lock is held,
 // or none if one of those is invalid for its batch. It returns the lost ones, the
 // queues to wake after the commit and the follow-ups it enqueued (or tried to).
-func (q *Queue) settle(ctx context.Context, tx sqlx.ExtContext, ss []mq.Settlement) (lost map[int]error, wake []string, then []mq.Message, err error) {
+//
+// With checkFirst, heldSQL describes the batches and the settlements are checked
+// against them before anything changes: tx is the caller's, and an invalid
+// settlement must leave it untouched. Without, tx is settle's own: applySQL runs
+// first and the sizes it reports are checked after, an invalid settlement failing
+// the transaction, which rolls everything back. That saves a statement and a round
+// trip on every Settle of the queue's own transactions (Consumer's).
+func (q *Queue) settle(ctx context.Context, tx sqlx.ExtContext, ss []mq.Settlement, checkFirst bool) (lost map[int]error, wake []string, then []mq.Message, err error) {
 	const op = "settle"
 	lost = map[int]error{}
-	var tokens []string
+	var (
+		work  []sized
+		index []int // of each work's settlement in ss
+	)
 	for i, st := range ss {
 		if err := checkToken(op, st.Token); err != nil {
 			lost[i] = err
 			continue
 		}
-		tokens = append(tokens, st.Token)
-	}
-	if len(tokens) == 0 {
-		return lost, nil, nil, nil
+		work = append(work, sized{Settlement: st, n: wholeBatch})
+		index = append(index, i)
 	}
 	now := q.now()
-	var rows []batchRow
-	if err := sqlx.SelectContext(ctx, tx, &rows, heldSQL, tokens, micros(now)); err != nil {
-		return nil, nil, nil, err
-	}
-	held := byToken(rows)
-	var work []sized
-	for i, st := range ss {
-		if lost[i] != nil {
-			continue
+	if checkFirst && len(work) > 0 {
+		tokens := make([]string, len(work))
+		for j, w := range work {
+			tokens[j] = w.Token
 		}
-		b, ok := held[st.Token]
-		if !ok {
-			lost[i] = mq.LockLost(op, st.Token)
-			continue
-		}
-		if err := mq.CheckSettlementSize(op, i, st, b.Queue, b.N); err != nil {
+		var rows []batchRow
+		if err := sqlx.SelectContext(ctx, tx, &rows, heldSQL, tokens, micros(now)); err != nil {
 			return nil, nil, nil, err
 		}
-		work = append(work, sized{Settlement: st, n: b.N})
+		held := byToken(rows)
+		kept, keptIndex := work[:0], index[:0]
+		for j, w := range work {
+			b, ok := held[w.Token]
+			if !ok {
+				lost[index[j]] = mq.LockLost(op, w.Token)
+				continue
+			}
+			if err := mq.CheckSettlementSize(op, index[j], w.Settlement, b.Queue, b.N); err != nil {
+				return nil, nil, nil, err
+			}
+			w.n = b.N
+			kept, keptIndex = append(kept, w), append(keptIndex, index[j])
+		}
+		work, index = kept, keptIndex
 	}
 	if len(work) == 0 {
 		return lost, nil, nil, nil
@@ -533,8 +554,16 @@ func (q *Queue) settle(ctx context.Context, tx sqlx.ExtContext, ss []mq.Settleme
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	for _, w := range work { // heldSQL locked each batch for this transaction: all are settled
-		wake = append(wake, woken(w.Settlement, w.n, settled[w.Token])...)
+	for j, w := range work {
+		b, ok := settled[w.Token]
+		if !ok { // only without checkFirst: heldSQL locked each batch for this transaction
+			lost[index[j]] = mq.LockLost(op, w.Token)
+			continue
+		}
+		if err := mq.CheckSettlementSize(op, index[j], w.Settlement, b.Queue, b.N); err != nil {
+			return nil, nil, nil, err
+		}
+		wake = append(wake, woken(w.Settlement, b.N, b)...)
 		then = append(then, w.Then...)
 	}
 	if len(then) > 0 {
