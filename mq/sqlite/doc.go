@@ -24,6 +24,11 @@
 //   - BEGIN IMMEDIATE transactions: a transaction takes the write lock when it begins,
 //     so two writers never deadlock upgrading a read lock; writers of this process also
 //     queue on an in-process mutex instead of SQLite's sleeping busy handler.
+//   - The queue's own transactions (those of the methods without Tx) are BEGIN
+//     IMMEDIATE and COMMIT statements on the process's writer connection, not
+//     database/sql transactions, whose goroutines cost a fifth of a short one; their
+//     statements run to completion once started, and a transaction whose context
+//     ends rolls back at its next statement or at its end.
 //   - busy_timeout 10 s: how long a writer waits for another process's transaction.
 //   - pool of 8 connections: long polls hold none while they wait.
 //
