@@ -265,7 +265,8 @@ const maxConnStatements = 512
 
 // Prepared returns query prepared on the transaction's connection, where it stays
 // prepared while the writer keeps the connection; nil past maxConnStatements.
-// It implements stmtcache.Preparer.
+// It implements stmtcache.Preparer. Like every method of t, call it only inside
+// the function RunConn runs, which holds the writer.
 func (t *ConnTx) Prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
 	w := t.w
 	if st, ok := w.stmts[query]; ok {
@@ -337,8 +338,8 @@ func (w *Writer) beginStatement(ctx context.Context) error {
 // exclusive runs the transaction tx on the writer's connection, holding the
 // writer, with ctx's cancellation removed: database/sql would roll back a
 // cancelled transaction asynchronously, after the connection is already the next
-// writer's. Statements still stop on ctx, and a transaction whose ctx ended rolls
-// back here, before the writer is released.
+// writer's. Run's statements still stop on ctx (RunConn's run to completion), and
+// a transaction whose ctx ended rolls back here, before the writer is released.
 func (w *Writer) exclusive(ctx context.Context, tx func(bg context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		// database/sql closes a connection whose transaction begins with a done
