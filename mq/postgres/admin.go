@@ -295,7 +295,8 @@ func (q *Queue) setKeyAttr(ctx context.Context, tx *sqlx.Tx, queue, routingKey s
 // setKeyAttrsSQL sets the attributes $3 of the keys $2 of queue $1, after taking the
 // keys' advisory locks in ascending order. A key whose attribute is cleared loses
 // its row unless it is locked at $4: a row with neither lock nor attribute has no
-// reason to exist.
+// reason to exist. A row whose attribute does not change is not written: the
+// runtime clears the pin of every execution it starts, nearly always unset.
 var setKeyAttrsSQL = `WITH w AS MATERIALIZED (
 	SELECT * FROM unnest($2::text[], $3::bigint[]) AS w(routing_key, attr)
 ),
@@ -312,7 +313,7 @@ clr AS MATERIALIZED (
 up AS (
 	INSERT INTO mq_keys (queue, routing_key, attr)
 	SELECT $1, w.routing_key, w.attr FROM w, lk WHERE w.attr IS NOT NULL AND lk.n >= 0
-	ON CONFLICT (queue, routing_key) DO UPDATE SET attr = excluded.attr
+	ON CONFLICT (queue, routing_key) DO UPDATE SET attr = excluded.attr WHERE mq_keys.attr IS DISTINCT FROM excluded.attr
 ),
 d AS (
 	DELETE FROM mq_keys k
@@ -320,7 +321,7 @@ d AS (
 	RETURNING k.routing_key
 )
 UPDATE mq_keys k SET attr = NULL
-WHERE k.queue = $1 AND k.routing_key = ANY((SELECT keys FROM clr)::text[])
+WHERE k.queue = $1 AND k.routing_key = ANY((SELECT keys FROM clr)::text[]) AND k.attr IS NOT NULL
 	AND k.routing_key <> ALL(ARRAY(SELECT routing_key FROM d))`
 
 func (q *Queue) setKeyAttrs(ctx context.Context, tx *sqlx.Tx, queue string, keys []string, attrs []*int64) error {

@@ -667,12 +667,14 @@ func (q *Queue) setKeyAttr(ctx context.Context, tx runner, queue, routingKey str
 	var err error
 	if attr != nil {
 		_, err = q.stmts.Exec(ctx, tx, `INSERT INTO mq_keys (queue, routing_key, attr) VALUES (?, ?, ?)
-			ON CONFLICT (queue, routing_key) DO UPDATE SET attr = excluded.attr`, queue, routingKey, *attr)
+			ON CONFLICT (queue, routing_key) DO UPDATE SET attr = excluded.attr WHERE attr IS NOT excluded.attr`, queue, routingKey, *attr)
 	} else {
 		_, err = q.stmts.Exec(ctx, tx, `DELETE FROM mq_keys WHERE queue = ? AND routing_key = ? AND (locked_until IS NULL OR locked_until <= ?)`,
 			queue, routingKey, micros(q.now()))
 		if err == nil {
-			_, err = q.stmts.Exec(ctx, tx, `UPDATE mq_keys SET attr = NULL WHERE queue = ? AND routing_key = ?`, queue, routingKey)
+			// A row whose attribute is already clear is not written: the runtime
+			// clears the pin of every execution it starts, nearly always unset.
+			_, err = q.stmts.Exec(ctx, tx, `UPDATE mq_keys SET attr = NULL WHERE queue = ? AND routing_key = ? AND attr IS NOT NULL`, queue, routingKey)
 		}
 	}
 	return wrapNil(op, err)
