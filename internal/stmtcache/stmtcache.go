@@ -48,56 +48,48 @@ func (c *Cache) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 
 // Preparer is a runner with statements of its own: a transaction on one
 // connection that keeps the statements it prepared there. Its statements run to
-// completion (see runContext).
+// completion (see bind).
 type Preparer interface {
 	// Prepared returns query prepared for the runner, or nil to run it as text.
 	Prepared(ctx context.Context, query string) (*sqlx.Stmt, error)
 }
 
-// runContext returns the context a statement of q runs in. A Preparer's statements
-// run to completion: one does not start once ctx has ended, but none is
-// interrupted. SQLite's driver runs a statement whose context can end on a
-// goroutine of its own, to interrupt it: two switches between threads per
-// statement, more than a short statement's own cost.
-func runContext(ctx context.Context, q any) (context.Context, error) {
-	if _, ok := q.(Preparer); !ok {
-		return ctx, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return context.WithoutCancel(ctx), nil
-}
-
-// bind returns query as a statement of q: q is the cache's database, one of its
-// transactions or a Preparer (any other runner gets nil: run the text).
-func (c *Cache) bind(ctx context.Context, q any, query string) (*sqlx.Stmt, error) {
+// bind returns query as a statement of q, and the context to run it in: q is the
+// cache's database, one of its transactions or a Preparer (any other runner gets
+// a nil statement: run the text).
+//
+// A Preparer's statements run to completion: one does not start once ctx has
+// ended, but none is interrupted. SQLite's driver runs a statement whose context
+// can end on a goroutine of its own, to interrupt it: two switches between threads
+// per statement, more than a short statement's own cost.
+func (c *Cache) bind(ctx context.Context, q any, query string) (context.Context, *sqlx.Stmt, error) {
 	switch q := q.(type) {
 	case Preparer:
-		return q.Prepared(ctx, query)
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		st, err := q.Prepared(ctx, query)
+		return context.WithoutCancel(ctx), st, err
 	case *sqlx.Tx:
 		st, err := c.prepared(ctx, query)
 		if st == nil || err != nil {
-			return nil, err
+			return ctx, nil, err
 		}
 		// database/sql reuses the statement where it is already prepared on the
 		// transaction's connection.
-		return q.StmtxContext(ctx, st), nil
+		return ctx, q.StmtxContext(ctx, st), nil
 	case *sqlx.DB:
 		if q == c.db {
-			return c.prepared(ctx, query)
+			st, err := c.prepared(ctx, query)
+			return ctx, st, err
 		}
 	}
-	return nil, nil
+	return ctx, nil, nil
 }
 
 // Exec runs query with args through q.
 func (c *Cache) Exec(ctx context.Context, q sqlx.ExecerContext, query string, args ...any) (sql.Result, error) {
-	ctx, err := runContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	st, err := c.bind(ctx, q, query)
+	ctx, st, err := c.bind(ctx, q, query)
 	if err != nil {
 		return nil, err
 	}
@@ -109,11 +101,7 @@ func (c *Cache) Exec(ctx context.Context, q sqlx.ExecerContext, query string, ar
 
 // Query runs query with args through q.
 func (c *Cache) Query(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sql.Rows, error) {
-	ctx, err := runContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	st, err := c.bind(ctx, q, query)
+	ctx, st, err := c.bind(ctx, q, query)
 	if err != nil {
 		return nil, err
 	}
@@ -125,11 +113,7 @@ func (c *Cache) Query(ctx context.Context, q sqlx.QueryerContext, query string, 
 
 // Get scans the single row of query into dest (sql.ErrNoRows when there is none).
 func (c *Cache) Get(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
-	ctx, err := runContext(ctx, q)
-	if err != nil {
-		return err
-	}
-	st, err := c.bind(ctx, q, query)
+	ctx, st, err := c.bind(ctx, q, query)
 	if err != nil {
 		return err
 	}
@@ -141,11 +125,7 @@ func (c *Cache) Get(ctx context.Context, q sqlx.QueryerContext, dest any, query 
 
 // Select scans every row of query into the slice dest points to.
 func (c *Cache) Select(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
-	ctx, err := runContext(ctx, q)
-	if err != nil {
-		return err
-	}
-	st, err := c.bind(ctx, q, query)
+	ctx, st, err := c.bind(ctx, q, query)
 	if err != nil {
 		return err
 	}
