@@ -317,21 +317,9 @@ func (w *Writer) RunConn(ctx context.Context, fn func(tx *ConnTx) error) error {
 }
 
 // beginStatement begins a write transaction on the writer's connection with a
-// statement, replacing a connection that has gone bad.
+// statement (see onConn).
 func (w *Writer) beginStatement(ctx context.Context) error {
-	if w.conn != nil {
-		_, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE")
-		if !badConn(err) {
-			return err
-		}
-		w.drop()
-	}
-	conn, err := w.db.Connx(ctx)
-	if err != nil {
-		return err
-	}
-	w.conn = conn
-	_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+	_, err := onConn(ctx, w, func(c *sqlx.Conn) (sql.Result, error) { return c.ExecContext(ctx, "BEGIN IMMEDIATE") })
 	return err
 }
 
@@ -425,22 +413,28 @@ func (w *Writer) release() {
 	w.drop()
 }
 
-// begin begins a transaction on the writer's connection, replacing a connection
-// that has gone bad (a transaction ended by its context discards it).
+// begin begins a transaction on the writer's connection (see onConn).
 func (w *Writer) begin(ctx context.Context) (*sqlx.Tx, error) {
+	return onConn(ctx, w, func(c *sqlx.Conn) (*sqlx.Tx, error) { return c.BeginTxx(ctx, nil) })
+}
+
+// onConn begins a transaction with begin on the writer's connection, replacing a
+// connection that has gone bad (a transaction ended by its context discards it).
+func onConn[T any](ctx context.Context, w *Writer, begin func(c *sqlx.Conn) (T, error)) (T, error) {
 	if w.conn != nil {
-		tx, err := w.conn.BeginTxx(ctx, nil)
+		v, err := begin(w.conn)
 		if !badConn(err) {
-			return tx, err
+			return v, err
 		}
 		w.drop()
 	}
 	conn, err := w.db.Connx(ctx)
 	if err != nil {
-		return nil, err
+		var none T
+		return none, err
 	}
 	w.conn = conn
-	return conn.BeginTxx(ctx, nil)
+	return begin(conn)
 }
 
 // settle rolls back a transaction a failed attempt left open on the connection (a
