@@ -200,6 +200,7 @@ const wholeBatch = math.MaxInt
 type sized struct {
 	mq.Settlement
 	n int
+	i int // its index among the settlements of a Settle call
 }
 
 // independent reports whether st can be applied without knowing its batch's size.
@@ -509,17 +510,13 @@ func settleError(lost map[int]error) error {
 func (q *Queue) settle(ctx context.Context, tx sqlx.ExtContext, ss []mq.Settlement, checkFirst bool) (lost map[int]error, wake []string, then []mq.Message, err error) {
 	const op = "settle"
 	lost = map[int]error{}
-	var (
-		work  []sized
-		index []int // of each work's settlement in ss
-	)
+	var work []sized
 	for i, st := range ss {
 		if err := checkToken(op, st.Token); err != nil {
 			lost[i] = err
 			continue
 		}
-		work = append(work, sized{Settlement: st, n: wholeBatch})
-		index = append(index, i)
+		work = append(work, sized{Settlement: st, n: wholeBatch, i: i})
 	}
 	now := q.now()
 	if checkFirst && len(work) > 0 {
@@ -532,20 +529,20 @@ func (q *Queue) settle(ctx context.Context, tx sqlx.ExtContext, ss []mq.Settleme
 			return nil, nil, nil, err
 		}
 		held := byToken(rows)
-		kept, keptIndex := work[:0], index[:0]
-		for j, w := range work {
+		kept := work[:0]
+		for _, w := range work {
 			b, ok := held[w.Token]
 			if !ok {
-				lost[index[j]] = mq.LockLost(op, w.Token)
+				lost[w.i] = mq.LockLost(op, w.Token)
 				continue
 			}
-			if err := mq.CheckSettlementSize(op, index[j], w.Settlement, b.Queue, b.N); err != nil {
+			if err := mq.CheckSettlementSize(op, w.i, w.Settlement, b.Queue, b.N); err != nil {
 				return nil, nil, nil, err
 			}
 			w.n = b.N
-			kept, keptIndex = append(kept, w), append(keptIndex, index[j])
+			kept = append(kept, w)
 		}
-		work, index = kept, keptIndex
+		work = kept
 	}
 	if len(work) == 0 {
 		return lost, nil, nil, nil
@@ -554,14 +551,16 @@ func (q *Queue) settle(ctx context.Context, tx sqlx.ExtContext, ss []mq.Settleme
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	for j, w := range work {
+	for _, w := range work {
 		b, ok := settled[w.Token]
 		if !ok { // only without checkFirst: heldSQL locked each batch for this transaction
-			lost[index[j]] = mq.LockLost(op, w.Token)
+			lost[w.i] = mq.LockLost(op, w.Token)
 			continue
 		}
-		if err := mq.CheckSettlementSize(op, index[j], w.Settlement, b.Queue, b.N); err != nil {
-			return nil, nil, nil, err
+		if !checkFirst {
+			if err := mq.CheckSettlementSize(op, w.i, w.Settlement, b.Queue, b.N); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 		wake = append(wake, woken(w.Settlement, b.N, b)...)
 		then = append(then, w.Then...)
