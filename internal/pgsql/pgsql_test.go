@@ -10,19 +10,28 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
+// openSchemaDB opens a database with options o on a fresh schema of the test
+// server (skipping the test without DUROQ_POSTGRES_DSN), closed when the test ends.
+func openSchemaDB(t *testing.T, o pgdb.Options) *sqlx.DB {
+	t.Helper()
+	dsn, schema := pgtest.Schema(t)
+	o.Schema = schema
+	db, err := pgdb.Open(t.Context(), dsn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // A statement run in Run's transactions is planned once, generically, on its
 // connection, and walks an index even where the table is small; the same
 // statement run on the pool outside them is planned for its arguments as the
 // server's plan_cache_mode says (at least its first five runs) and scans the small
 // table whole. Run's transactions are READ COMMITTED whatever the session's default.
 func TestRunPlansStatementsOnceWithIndexes(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
 	ctx := t.Context()
-	db, err := pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema, MaxOpenConns: 1}) // one session: its statements
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openSchemaDB(t, pgdb.Options{MaxOpenConns: 1}) // one session: its statements
 	const inTx = `SELECT count(*) FROM unnest($1::int[]) AS v WHERE v > 1 /* in Run */`
 	const onPool = `SELECT count(*) FROM unnest($1::int[]) AS v WHERE v > 1 /* on the pool */`
 	const runs = 8

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/internal/pgsql"
-	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/pgdb"
 )
 
@@ -13,13 +12,8 @@ import (
 // matter, again when it has doubled since, leaves a small one alone, and stops on
 // Close.
 func TestStatsGuardAnalysesLargeTablesWithoutOrWithStaleStatistics(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
 	ctx := t.Context()
-	db, err := pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openSchemaDB(t, pgdb.Options{})
 	for _, stmt := range []string{
 		// Autovacuum off, so that only the guard can analyse them.
 		`CREATE TABLE big (id int, v text) WITH (autovacuum_enabled = false)`,
