@@ -32,9 +32,15 @@ func openSchema(t testing.TB) (q *postgres.Queue, dsn, schema string) {
 // openOn opens a queue on an existing schema and closes it when the test ends.
 func openOn(t testing.TB, dsn, schema string) *postgres.Queue {
 	t.Helper()
-	q, err := postgres.Open(context.Background(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}})
+	return openWith(t, dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 8}})
+}
+
+// openWith opens a queue with options o and closes it when the test ends.
+func openWith(t testing.TB, dsn string, o postgres.Options) *postgres.Queue {
+	t.Helper()
+	q, err := postgres.Open(context.Background(), dsn, o)
 	if err != nil {
-		t.Fatalf("Open schema %s: %v", schema, err)
+		t.Fatalf("Open schema %s: %v", o.DB.Schema, err)
 	}
 	t.Cleanup(func() { q.Close() })
 	return q
@@ -438,12 +444,7 @@ func TestDuplicateKeyInCallersTxNeedsNoOtherConnection(t *testing.T) {
 func openOneSession(t *testing.T) *postgres.Queue {
 	t.Helper()
 	dsn, schema := pgtest.Schema(t)
-	q, err := postgres.Open(t.Context(), dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
-	return q
+	return openWith(t, dsn, postgres.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 1}})
 }
 
 // TestHotStatementsArePlannedOnce runs the dequeue and settle statements round
