@@ -125,7 +125,10 @@ func (d database) Run(ctx context.Context, fn func(ctx context.Context, tx txn.T
 // scanning it whole as it grows: reading the histories of 32 instances scanned
 // 5,000 events. Every duroq statement is built for an index walk, so sequential
 // scans are off (enable_seqscan: the planner takes one only where no index
-// serves). Both settings are local to the transaction: a statement the
+// serves), and so are bitmap scans (enable_bitmapscan), which read every matching
+// entry before any row: a queue scan planned without statistics read and sorted
+// all 40,000 ready messages to lock 64, where an index scan in eligibility order
+// stops at its limit. The settings are local to the transaction: a statement the
 // application runs on the pool keeps its own.
 func Begin(ctx context.Context, db *sqlx.DB) (*sqlx.Tx, error) {
 	tx, err := db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -139,7 +142,7 @@ func Begin(ctx context.Context, db *sqlx.DB) (*sqlx.Tx, error) {
 	return tx, nil
 }
 
-const txSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
+const txSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`
 
 // Run runs fn in a transaction begun by Begin (sqltx.RunWith).
 func Run(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
