@@ -180,15 +180,18 @@
 // their Wait deadline or when the next message becomes visible, as without
 // notifications.
 //
-// The NOTIFY is a statement of its own, sent after the commit, and the queues named
-// while one is under way go out together in the next. A NOTIFY inside the writing
-// transaction would be simpler and atomic, but PostgreSQL holds a database-wide
-// lock from a notifying transaction's commit until its WAL flush, so notifying
-// commits would flush one at a time across every process (measured on the test
-// machine with 8 concurrent writers: 3-5k notifying commits/s against 11k without;
-// with 4 worker processes of `duroq bench -processes`, three quarters of the lock
-// waits sampled were commits waiting for it). A NOTIFY alone writes no WAL and holds
-// that lock for microseconds. The price: a process that dies between a commit and its
-// NOTIFY leaves the other processes' long polls to their deadlines. Acks of un-keyed
-// batches without follow-up messages, which make nothing eligible, wake nobody.
+// The NOTIFY is a statement of its own, sent after the commit, at most one every
+// 2 ms per process: the queues named meanwhile go out together in the next (under
+// duroq bench seq, that halved the NOTIFY statements, half of all transactions
+// before). A wake-up across processes waits at most that long. A NOTIFY inside the
+// writing transaction would be simpler and atomic, but PostgreSQL holds a
+// database-wide lock from a notifying transaction's commit until its WAL flush, so
+// notifying commits would flush one at a time across every process (measured on the
+// test machine with 8 concurrent writers: 3-5k notifying commits/s against 11k
+// without; with 4 worker processes of `duroq bench -processes`, three quarters of
+// the lock waits sampled were commits waiting for it). A NOTIFY alone writes no WAL
+// and holds that lock for microseconds. The price: a process that dies between a
+// commit and its NOTIFY leaves the other processes' long polls to their deadlines.
+// Acks of un-keyed batches without follow-up messages, which make nothing eligible,
+// wake nobody.
 package postgres

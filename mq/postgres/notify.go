@@ -20,6 +20,12 @@ type notifier struct {
 	sent    chan struct{} // while a sender goroutine runs: closed when it ends
 }
 
+// notifyEvery spaces one process's NOTIFY statements: after one, the sender waits
+// this long before the next, so that under load the wake-ups of many commits share
+// a statement (each is a round trip and a commit of the server's); a lone commit's
+// wake-up still goes out at once.
+const notifyEvery = 2 * time.Millisecond
+
 // notifyTimeout bounds one NOTIFY statement: a server that does not answer costs
 // the other processes their wake-ups (they poll at their deadlines), never a caller.
 const notifyTimeout = 5 * time.Second
@@ -47,10 +53,14 @@ func (q *Queue) wake(queues ...string) {
 	}
 }
 
-// sendNotes sends the pending wake-ups until none is left.
+// sendNotes sends the pending wake-ups, at most one statement per notifyEvery,
+// until none is left.
 func (q *Queue) sendNotes() {
 	n := &q.notes
-	for {
+	for first := true; ; first = false {
+		if !first {
+			time.Sleep(notifyEvery)
+		}
 		n.mu.Lock()
 		names := n.pending
 		n.pending = nil

@@ -1,10 +1,13 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/duroq/duroq/internal/pgtest"
@@ -318,4 +321,60 @@ func TestCloseSendsPendingWakeUps(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantWoken(t, ch, "last", "Enqueue right before Close in another instance")
+}
+
+// TestBurstOfWakeUpsSharesNotifyStatements: the wake-ups of a burst of Enqueues go
+// out in at most one NOTIFY statement per postgres.NotifyEvery, each naming a queue
+// once (a listener receives one notification per queue and statement), instead of
+// one statement per commit.
+func TestBurstOfWakeUpsSharesNotifyStatements(t *testing.T) {
+	ctx := t.Context()
+	q, dsn, schema := openSchema(t)
+	channel, err := postgres.Channel(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(ctx)
+	if _, err := listener.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	writer := openOn(t, dsn, schema)
+	const writers, each = 4, 100
+	began := time.Now()
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range each {
+				if err := writer.Enqueue(ctx, mq.Message{Queue: "q", Payload: []byte("m")}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := writer.Close(); err != nil { // sends the last wake-ups
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	received := 0
+	for {
+		wait, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := listener.WaitForNotification(wait)
+		cancel()
+		if err != nil {
+			break
+		}
+		received++
+	}
+	most := int(took/postgres.NotifyEvery) + 1
+	t.Logf("%d Enqueues of %d writers in %v: %d notifications (at most %d)", writers*each, writers, took, received, most)
+	if received == 0 || received > most {
+		t.Errorf("%d notifications for %d Enqueues of one queue in %v, want 1 to %d (one statement per %v)",
+			received, writers*each, took, most, postgres.NotifyEvery)
+	}
 }
