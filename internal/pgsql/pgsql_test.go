@@ -72,6 +72,18 @@ func TestRunPlansStatementsOnceWithIndexes(t *testing.T) {
 		t.Errorf("on the pool, a lookup in a small table by its key: %s, want the server's choice, a sequential scan: the setting leaked out of the transaction", outside)
 	}
 
+	// Bitmap scans are off in Run's transactions only.
+	var bitmapInRun, bitmapOutside string
+	if err := pgsql.Run(ctx, db, func(tx *sqlx.Tx) error { return tx.GetContext(ctx, &bitmapInRun, `SHOW enable_bitmapscan`) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.GetContext(ctx, &bitmapOutside, `SHOW enable_bitmapscan`); err != nil {
+		t.Fatal(err)
+	}
+	if bitmapInRun != "off" || bitmapOutside != "on" {
+		t.Errorf("enable_bitmapscan: %q in Run's transactions and %q on the pool, want off and the server's default, on", bitmapInRun, bitmapOutside)
+	}
+
 	// READ COMMITTED whatever the session's default.
 	if _, err := db.ExecContext(ctx, `SET default_transaction_isolation = 'serializable'`); err != nil {
 		t.Fatal(err)
