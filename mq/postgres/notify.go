@@ -57,10 +57,7 @@ func (q *Queue) wake(queues ...string) {
 // until none is left.
 func (q *Queue) sendNotes() {
 	n := &q.notes
-	for first := true; ; first = false {
-		if !first {
-			time.Sleep(notifyEvery)
-		}
+	for {
 		n.mu.Lock()
 		names := n.pending
 		n.pending = nil
@@ -77,6 +74,7 @@ func (q *Queue) sendNotes() {
 		if err != nil {
 			q.log.Warn("mq/postgres: could not notify other processes; their long polls wait for their deadlines", "queues", names, "err", err)
 		}
+		time.Sleep(notifyEvery)
 	}
 }
 
