@@ -14,6 +14,7 @@ import (
 // CommitStore is a SQL event store that commits many streams at once.
 type CommitStore interface {
 	TxStore
+	Totals(ctx context.Context) (eventstore.Totals, error)
 	CommitManyTx(ctx context.Context, tx *sqlx.Tx, commits []eventstore.StreamCommit) error
 	ReadStatesTx(ctx context.Context, q sqlx.QueryerContext, streams []string) (map[string]*eventstore.StreamState, error)
 }
@@ -55,6 +56,18 @@ func CommitManyMatchesAppendThenUpdate(t *testing.T, open func(t *testing.T, now
 			{Stream: "a", Events: events(1, 1), Update: eventstore.StreamUpdate{Partition: 2, Name: str("flow")}},
 			{Stream: "c", Events: events(3, 1), Update: eventstore.StreamUpdate{Partition: 1, Status: status(eventstore.StatusFailed), Output: str("boom")}},
 		},
+		{ // a new stream that ends in its first commit; a commit without a status to an
+			// ended partition (it stays ended); one to a partition older than the current
+			{Stream: "d", Events: events(1, 1), Update: eventstore.StreamUpdate{Partition: 1, Name: str("quick"), Status: status(eventstore.StatusCompleted), Output: str("fast")}},
+			{Stream: "b", Events: events(2, 1), Update: eventstore.StreamUpdate{Partition: 1}},
+			{Stream: "a", Events: events(6, 1), Update: eventstore.StreamUpdate{Partition: 1}},
+		},
+		{ // a new partition that ends in its first commit
+			{Stream: "b", Events: events(1, 1), Update: eventstore.StreamUpdate{Partition: 2, Status: status(eventstore.StatusCompleted)}},
+		},
+		{ // a commit to an older partition leaves the ended current one as it is
+			{Stream: "b", Events: events(3, 1), Update: eventstore.StreamUpdate{Partition: 1}},
+		},
 	}
 	// KV written before the round that ends a's second partition must be merged by it.
 	kv := []eventstore.KVMutation{{Op: eventstore.KVSet, Key: "k", Value: "v", At: at}}
@@ -81,6 +94,11 @@ func CommitManyMatchesAppendThenUpdate(t *testing.T, open func(t *testing.T, now
 	for _, r := range rounds {
 		write(bulk, r, true)
 		write(each, r, false)
+		var streams []string
+		for _, c := range r {
+			streams = append(streams, c.Stream)
+		}
+		same(t, bulk, each, streams...)
 		at = at.Add(time.Second)
 	}
 	for _, s := range []CommitStore{bulk, each} {
@@ -89,35 +107,18 @@ func CommitManyMatchesAppendThenUpdate(t *testing.T, open func(t *testing.T, now
 	write(bulk, final, true)
 	write(each, final, false)
 
-	for _, stream := range []string{"a", "b", "c"} {
-		for _, read := range []struct {
-			what string
-			get  func(s CommitStore) (any, error)
-		}{
-			{"Stream", func(s CommitStore) (any, error) { return s.Stream(ctx, stream) }},
-			{"Partitions", func(s CommitStore) (any, error) { return s.Partitions(ctx, stream) }},
-			{"ReadLatest", func(s CommitStore) (any, error) { p, e, err := s.ReadLatest(ctx, stream); return []any{p, e}, err }},
-			{"Read(1)", func(s CommitStore) (any, error) { return s.Read(ctx, stream, 1) }},
-			{"KVSnapshot", func(s CommitStore) (any, error) { return s.KVSnapshot(ctx, stream) }},
-		} {
-			got, err1 := read.get(bulk)
-			want, err2 := read.get(each)
-			if !reflect.DeepEqual(got, want) || !errors.Is(err1, err2) {
-				t.Errorf("%s(%q): CommitManyTx gave %+v (%v), AppendTx+UpdateTx gave %+v (%v)", read.what, stream, got, err1, want, err2)
-			}
-		}
-	}
+	same(t, bulk, each, "a", "b", "c", "d")
 	if snap, err := bulk.KVSnapshot(ctx, "a"); err != nil || snap["k"].Value != "v" {
 		t.Errorf("KV written before the ending commit was not merged: %v, %v", snap, err)
 	}
 
 	// ReadStatesTx says what Stream, Read of the current partition and KVSnapshot say.
-	states, err := bulk.ReadStatesTx(ctx, bulk.DB(), []string{"a", "b", "c", "missing"})
+	states, err := bulk.ReadStatesTx(ctx, bulk.DB(), []string{"a", "b", "c", "d", "missing"})
 	must(t, err, "ReadStatesTx")
-	if _, ok := states["missing"]; ok || len(states) != 3 {
-		t.Errorf("ReadStatesTx returned %d states (missing included: %v), want a, b and c", len(states), ok)
+	if _, ok := states["missing"]; ok || len(states) != 4 {
+		t.Errorf("ReadStatesTx returned %d states (missing included: %v), want a, b, c and d", len(states), ok)
 	}
-	for _, stream := range []string{"a", "b", "c"} {
+	for _, stream := range []string{"a", "b", "c", "d"} {
 		info, err := bulk.Stream(ctx, stream)
 		must(t, err, "Stream")
 		events, err := bulk.Read(ctx, stream, info.CurrentPartition)
@@ -157,5 +158,35 @@ func CommitManyIsAllOrNothing(t *testing.T, s CommitStore, run RunTx) {
 	})
 	if !errors.Is(err, eventstore.ErrInvalid) {
 		t.Errorf("CommitManyTx naming a stream twice: %v, want ErrInvalid", err)
+	}
+}
+
+// same requires bulk and each to say the same of streams (every stream, partition,
+// event and KV entry) and to count the same streams per status.
+func same(t *testing.T, bulk, each CommitStore, streams ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, stream := range streams {
+		for _, read := range []struct {
+			what string
+			get  func(s CommitStore) (any, error)
+		}{
+			{"Stream", func(s CommitStore) (any, error) { return s.Stream(ctx, stream) }},
+			{"Partitions", func(s CommitStore) (any, error) { return s.Partitions(ctx, stream) }},
+			{"ReadLatest", func(s CommitStore) (any, error) { p, e, err := s.ReadLatest(ctx, stream); return []any{p, e}, err }},
+			{"Read(1)", func(s CommitStore) (any, error) { return s.Read(ctx, stream, 1) }},
+			{"KVSnapshot", func(s CommitStore) (any, error) { return s.KVSnapshot(ctx, stream) }},
+		} {
+			got, err1 := read.get(bulk)
+			want, err2 := read.get(each)
+			if !reflect.DeepEqual(got, want) || !errors.Is(err1, err2) {
+				t.Errorf("%s(%q): CommitManyTx gave %+v (%v), AppendTx+UpdateTx gave %+v (%v)", read.what, stream, got, err1, want, err2)
+			}
+		}
+	}
+	got, err1 := bulk.Totals(ctx)
+	want, err2 := each.Totals(ctx)
+	if !reflect.DeepEqual(got, want) || err1 != nil || err2 != nil {
+		t.Errorf("Totals: CommitManyTx gave %+v (%v), AppendTx+UpdateTx gave %+v (%v)", got, err1, want, err2)
 	}
 }
