@@ -17,7 +17,7 @@ import (
 
 // Ack, Abandon and Settle all end in applySQL, one statement that settles any number
 // of batches message by message (see mq.Settlement), or in ackSQL, its shortcut for
-// settlements that ack whole batches. Each first takes the advisory locks
+// settlements that only ack (see apply). Each first takes the advisory locks
 // of its batches' routing keys in ascending lock-id order, waiting for them (the lock
 // order of doc.go), and only then touches rows. The rows of each batch are found by
 // token and live lock; a row that changed while the statement waited for a lock is
@@ -25,9 +25,9 @@ import (
 // taken over in the meantime is not touched.
 //
 // Ack, Abandon and a lone Settle that acks and dead-letters nothing do not depend on
-// the batch's size: applySQL alone settles them, one round trip (plus the transaction
-// around follow-up messages). Settle runs applySQL in a transaction of its own and
-// checks each settlement against the size and queue applySQL reports for its batch,
+// the batch's size: one statement settles them, one round trip (plus the transaction
+// around follow-up messages). Settle runs its statements in a transaction of its own and
+// checks each settlement against the size and queue they report for its batch,
 // rolling everything back if one is invalid. SettleTx cannot roll back the caller's
 // transaction, so it first runs heldSQL: it takes the same advisory locks and locks
 // the batches' rows in id order, and reports each batch's size and queue, which the
@@ -307,7 +307,8 @@ func (q *Queue) apply(ctx context.Context, ex sqlx.QueryerContext, now time.Time
 	return settled, q.settleWith(ctx, ex, settled, applyMany, tokens, micros(now), acked, dead, tried, dlqs, reasons, visible, hold)
 }
 
-// onlyAcks reports whether every settlement of work acks and dead-letters nothing.
+// onlyAcks reports whether every settlement of work acks some messages and
+// dead-letters none.
 func onlyAcks(work []sized) bool {
 	for _, w := range work {
 		if w.Acked == 0 || w.DeadLettered > 0 {
