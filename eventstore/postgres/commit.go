@@ -20,10 +20,12 @@ import (
 // applied, locking them in stream order (the order of every writer that locks
 // several); ev inserts the events (the primary key decides every sequence number)
 // once the streams are locked; pt creates the missing partitions and updates the
-// others. A stream's status follows its current partition: the higher of the old
-// current partition and the commit's, whose status is the commit's, else the
-// partition's as stored, else Running for a new one. The sub-selects of the
-// updates read c and es_partitions as they were before the statement. It returns
+// others. A stream's status follows its current partition, the higher of the old
+// current partition and the commit's: the commit's status, else the stream's own
+// for the same partition (it is that partition's, as every writer keeps it) or
+// Running for a new one. The updates read the stream and partition rows they lock,
+// in their newest versions, and the commit from c, never another table, which this
+// statement's snapshot could show older than the rows it waited for. It returns
 // the first event, in call order, whose number was already stored: the caller then
 // rolls back (CommitManyTx runs under a savepoint).
 const qCommit = `WITH c AS MATERIALIZED (
@@ -39,9 +41,9 @@ st AS (
 	ON CONFLICT (stream) DO UPDATE SET (name, version, parent, status, current_partition, updated_at) = (
 		SELECT COALESCE(c.name, s.name), COALESCE(c.version, s.version),
 			CASE WHEN c.setparent THEN NULLIF(c.parent, '') ELSE s.parent END,
-			CASE WHEN c.partition >= s.current_partition THEN COALESCE(c.status,
-				(SELECT p.status FROM es_partitions p WHERE p.stream = c.stream AND p.partition = c.partition), 'Running')
-			ELSE s.status END,
+			CASE WHEN c.partition > s.current_partition THEN COALESCE(c.status, 'Running')
+				WHEN c.partition = s.current_partition THEN COALESCE(c.status, s.status)
+				ELSE s.status END,
 			GREATEST(s.current_partition, c.partition), $18::bigint
 		FROM c WHERE c.stream = EXCLUDED.stream)
 	RETURNING s.stream

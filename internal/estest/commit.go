@@ -62,8 +62,10 @@ func CommitManyMatchesAppendThenUpdate(t *testing.T, open func(t *testing.T, now
 			{Stream: "b", Events: events(2, 1), Update: eventstore.StreamUpdate{Partition: 1}},
 			{Stream: "a", Events: events(6, 1), Update: eventstore.StreamUpdate{Partition: 1}},
 		},
-		{ // a new partition that ends in its first commit
+		{ // a new partition that ends in its first commit; one without a status after
+			// an ended partition (it runs)
 			{Stream: "b", Events: events(1, 1), Update: eventstore.StreamUpdate{Partition: 2, Status: status(eventstore.StatusCompleted)}},
+			{Stream: "c", Events: events(1, 1), Update: eventstore.StreamUpdate{Partition: 2}},
 		},
 		{ // a commit to an older partition leaves the ended current one as it is
 			{Stream: "b", Events: events(3, 1), Update: eventstore.StreamUpdate{Partition: 1}},
