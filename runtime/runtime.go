@@ -26,9 +26,10 @@ const Version = "0.2.0"
 // duroxide's unless noted.
 type Options struct {
 	// OrchestrationConcurrency is the number of orchestration dispatchers, each
-	// running the turns of the instances it fetched (default 4: while one
-	// dispatcher waits for the database, fetching or committing, the others run
-	// turns; duroxide's default is 2).
+	// running the turns of the instances it fetched (default 2). 4 moved more on a
+	// large backlog in one process, but less with two worker processes sharing the
+	// instances (duroq bench seq -processes 2 on PostgreSQL: 283-292 orch/s against
+	// 350-383), whose fetches then contend for the same instances.
 	OrchestrationConcurrency int
 	// OrchestrationBatch is how many instances a dispatcher fetches, and commits, per
 	// transaction when the provider is a BatchProvider (default 64; 1 turns batching
@@ -40,9 +41,8 @@ type Options struct {
 	// commit ack, many activities; duroxide's default is 2, Temporal's 1,000). On
 	// duroq bench seq, 32 slots moved ~30% more than 16, and 64 slots with batches
 	// of 64 instances moved 11% more than 32 and 32 on SQLite, 25-35% more on
-	// PostgreSQL, where a statement's fixed cost is higher; 128 slots with 4
-	// orchestration dispatchers moved 15-25% more than 64 with 2 on PostgreSQL, as
-	// much on SQLite.
+	// PostgreSQL, where a statement's fixed cost is higher; 128 slots moved 5-25%
+	// more than 64 on PostgreSQL, in one process and in two.
 	WorkerConcurrency int
 
 	// OrchestratorLockTimeout is how long a turn holds its instance without renewal
@@ -159,7 +159,7 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	if o.OrchestrationConcurrency <= 0 {
-		o.OrchestrationConcurrency = 4
+		o.OrchestrationConcurrency = 2
 	}
 	if o.WorkerConcurrency <= 0 {
 		o.WorkerConcurrency = 128
