@@ -274,7 +274,7 @@ func (q *Queue) apply(ctx context.Context, ex sqlx.QueryerContext, now time.Time
 		if len(work) == 1 {
 			query, args = ackOne, []any{tokens[0], micros(now), acked[0]}
 		}
-		if err := q.settleWith(ctx, ex, settled, query, args...); err != nil {
+		if err := selectBatches(ctx, ex, settled, query, args...); err != nil {
 			return nil, err
 		}
 		rest = nil
@@ -302,9 +302,9 @@ func (q *Queue) apply(ctx context.Context, ex sqlx.QueryerContext, now time.Time
 		visible[i], hold[i] = micros(now.Add(w.Delay)), w.HoldsKey(w.n)
 	}
 	if len(rest) == 1 {
-		return settled, q.settleWith(ctx, ex, settled, applyOne, tokens[0], micros(now), acked[0], dead[0], tried[0], dlqs[0], reasons[0], visible[0], hold[0])
+		return settled, selectBatches(ctx, ex, settled, applyOne, tokens[0], micros(now), acked[0], dead[0], tried[0], dlqs[0], reasons[0], visible[0], hold[0])
 	}
-	return settled, q.settleWith(ctx, ex, settled, applyMany, tokens, micros(now), acked, dead, tried, dlqs, reasons, visible, hold)
+	return settled, selectBatches(ctx, ex, settled, applyMany, tokens, micros(now), acked, dead, tried, dlqs, reasons, visible, hold)
 }
 
 // onlyAcks reports whether every settlement of work acks some messages and
@@ -318,15 +318,15 @@ func onlyAcks(work []sized) bool {
 	return true
 }
 
-// settleWith runs query, applySQL or ackSQL, and adds the batches it settled to
-// settled.
-func (q *Queue) settleWith(ctx context.Context, ex sqlx.QueryerContext, settled map[string]batchRow, query string, args ...any) error {
+// selectBatches runs query (heldSQL, applySQL or ackSQL) and adds the batches it
+// reports to into, by token.
+func selectBatches(ctx context.Context, ex sqlx.QueryerContext, into map[string]batchRow, query string, args ...any) error {
 	var rows []batchRow
 	if err := sqlx.SelectContext(ctx, ex, &rows, query, args...); err != nil {
 		return moveRace(err)
 	}
 	for _, r := range rows {
-		settled[r.Token] = r
+		into[r.Token] = r
 	}
 	return nil
 }
@@ -339,14 +339,6 @@ func moveRace(err error) error {
 		return fmt.Errorf("%w: %w", errMoveRace, err)
 	}
 	return err
-}
-
-func byToken(rows []batchRow) map[string]batchRow {
-	m := make(map[string]batchRow, len(rows))
-	for _, r := range rows {
-		m[r.Token] = r
-	}
-	return m
 }
 
 // storedReason is the failure reason st records: clipped, with what PostgreSQL text
@@ -616,11 +608,10 @@ func (q *Queue) settle(ctx context.Context, tx sqlx.ExtContext, ss []mq.Settleme
 		for j, w := range work {
 			tokens[j] = w.Token
 		}
-		var rows []batchRow
-		if err := sqlx.SelectContext(ctx, tx, &rows, heldSQL, tokens, micros(now)); err != nil {
+		held := map[string]batchRow{}
+		if err := selectBatches(ctx, tx, held, heldSQL, tokens, micros(now)); err != nil {
 			return nil, nil, nil, err
 		}
-		held := byToken(rows)
 		kept := work[:0]
 		for _, w := range work {
 			b, ok := held[w.Token]
