@@ -84,6 +84,29 @@ func TestRunPlansStatementsOnceWithIndexes(t *testing.T) {
 		t.Errorf("enable_bitmapscan: %q in Run's transactions and %q on the pool, want off and the server's default, on", bitmapInRun, bitmapOutside)
 	}
 
+	// So is JIT compilation: in Run, a statement whose estimated cost is past
+	// jit_above_cost (0 here, so any) is not compiled; on the pool it is, where the
+	// server can (pg_jit_available).
+	if _, err := db.ExecContext(ctx, `SET jit_above_cost = 0`); err != nil {
+		t.Fatal(err)
+	}
+	const costly = `EXPLAIN SELECT sum(v) FROM unnest($1::int[]) AS v`
+	var jitInRun, jitOutside []string
+	if err := pgsql.Run(ctx, db, func(tx *sqlx.Tx) error { return tx.SelectContext(ctx, &jitInRun, costly, []int32{1}) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SelectContext(ctx, &jitOutside, costly, []int32{1}); err != nil {
+		t.Fatal(err)
+	}
+	var canJIT bool
+	if err := db.GetContext(ctx, &canJIT, `SELECT pg_jit_available()`); err != nil {
+		t.Fatal(err)
+	}
+	if jitted := func(plan []string) bool { return strings.Contains(strings.Join(plan, "\n"), "JIT:") }; jitted(jitInRun) || jitted(jitOutside) != canJIT {
+		t.Errorf("JIT with jit_above_cost 0: in Run's transactions %q, on the pool %q (server can compile: %v); want none in Run, the server's choice on the pool",
+			jitInRun, jitOutside, canJIT)
+	}
+
 	// READ COMMITTED whatever the session's default.
 	if _, err := db.ExecContext(ctx, `SET default_transaction_isolation = 'serializable'`); err != nil {
 		t.Fatal(err)
