@@ -15,7 +15,6 @@ import (
 	"github.com/duroq/duroq/internal/pgsql"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -524,7 +523,7 @@ type lockedRow struct {
 // doc.go: a lost dequeue only makes its messages eligible again).
 func (q *Queue) attempt(ctx context.Context, tx *sqlx.Tx, queue string, opts mq.DequeueOptions, ex *exclusions, async bool) (*mq.Batch, time.Time, loss, error) {
 	now := q.now()
-	token := newToken()
+	token := mqsql.NewToken()
 	until := micros(now.Add(opts.LockTimeout))
 	query, args := candidateQuery(queue, opts, ex, now, token, until, async)
 	var c candidate
@@ -872,15 +871,10 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 	return bs, next, nil, missed, nil
 }
 
-// newToken returns a new lock token: a UUIDv7, whose leading timestamp keeps the
-// entries of mq_messages_token that claims add at the right edge of the index, in
-// a few pages, where random tokens (version 4) wrote to a random leaf each.
-func newToken() string { return uuid.Must(uuid.NewV7()).String() }
-
-// tokenPrefix returns the first 24 hex digits of a new token (see newToken): the
+// tokenPrefix returns the first 24 hex digits of a new token (mqsql.NewToken): the
 // scan statement completes each un-keyed message's token with 8 hex digits of its
 // batch's rank, unique within the statement.
-func tokenPrefix() string { return strings.ReplaceAll(newToken(), "-", "")[:24] }
+func tokenPrefix() string { return strings.ReplaceAll(mqsql.NewToken(), "-", "")[:24] }
 
 // keyRowsWait bounds lockKeys' wait for rows another consumer's scan holds.
 const keyRowsWait = 200 * time.Millisecond
@@ -983,7 +977,7 @@ func (q *Queue) lockKeys(ctx context.Context, tx *sqlx.Tx, queue string, keys []
 	until := micros(now.Add(opts.LockTimeout))
 	tokens := make([]string, len(keys))
 	for i := range keys {
-		tokens[i] = newToken()
+		tokens[i] = mqsql.NewToken()
 	}
 	var a sqlArgs
 	pq, pkeys, ptokens, puntil, pnow := a.p(queue), a.p(keys), a.p(tokens), a.p(until), a.p(micros(now))

@@ -16,7 +16,6 @@ import (
 	"github.com/duroq/duroq/internal/sqltext"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -508,7 +507,7 @@ func (q *Queue) lockBatches(ctx context.Context, tx runner, queue string, opts m
 		sessions []string
 	)
 	for _, c := range candidates {
-		b := &mq.Batch{Queue: queue, RoutingKey: c.routingKey.String, Token: uuid.NewString(), LockedUntil: fromMicros(until)}
+		b := &mq.Batch{Queue: queue, RoutingKey: c.routingKey.String, Token: mqsql.NewToken(), LockedUntil: fromMicros(until)}
 		batches = append(batches, b)
 		byToken[b.Token] = b
 		if c.session.Valid && !slices.Contains(sessions, c.session.String) {

@@ -317,3 +317,9 @@ func TestExpiredDedupIDsAreSwept(t *testing.T) {
 		t.Fatalf("%d remembered ids after the window, want 1 (the expired ones swept)", n)
 	}
 }
+
+func TestLockTokensAreTimeOrderedAndDistinct(t *testing.T) {
+	q := openQueue(t, filepath.Join(t.TempDir(), "q.db"))
+	defer q.Close()
+	mqtest.LockTokensAreTimeOrderedAndDistinct(t, q)
+}
