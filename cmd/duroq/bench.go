@@ -41,7 +41,8 @@ workloads:
   timers   N instances × K sequential durable timers of 1 ms
   events   N instances × K events delivered through each instance's event queue
   queue    raw queue: enqueue 10×N messages, then drain them through mq.Consumer (un-keyed, keyed 1 and 10 per key,
-           1, 16 and 64 concurrent handlers); then N send-receive-ack cycles one message at a time
+           1, 16 and 64 concurrent handlers; 4 and 16 consumers of 64, 4 of 256); then N send-receive-ack
+           cycles one message at a time
 
 flags:`
 
@@ -263,6 +264,9 @@ var queueConfigs = []bench.QueueConfig{
 	// Several consumers at once, as several processes would drain a queue.
 	{Consumers: 4, Concurrency: 64}, {Consumers: 16, Concurrency: 64},
 	{Consumers: 4, Concurrency: 64, PerKey: 10}, {Consumers: 16, Concurrency: 64, PerKey: 10},
+	// As many handlers as River's own benchmark comes near (bench/peers runs River
+	// with -consumers 256,2000 beside them).
+	{Consumers: 4, Concurrency: 256}, {Consumers: 4, Concurrency: 256, PerKey: 10},
 }
 
 // queueBench runs `duroq bench queue`: each load of queueConfigs and the cycle, each
