@@ -357,7 +357,11 @@ func testInstanceLockingMultiThreadedNoDuplicateProcessing(t *testing.T, e penv)
 }
 
 // testInstanceLockingMultiThreadedLockExpirationRecovery: a lock held by a crashed
-// fetcher blocks others until it lapses, then another fetcher takes over.
+// fetcher blocks others until it lapses, then another fetcher takes over. The
+// others count from the moment T1 holds the lock, not from a common start: a
+// provider's first fetch may take longer than the margins (fresh connections plan
+// their statements), and T2 must not fetch before T1 has, nor T3 before the lock
+// can have lapsed.
 func testInstanceLockingMultiThreadedLockExpirationRecovery(t *testing.T, e penv) {
 	t.Parallel()
 	p := e.open(t)
@@ -366,26 +370,24 @@ func testInstanceLockingMultiThreadedLockExpirationRecovery(t *testing.T, e penv
 
 	ctx := t.Context()
 	lock := e.lt()
-	start := make(chan struct{}) // the barrier: all three start together
+	held := make(chan struct{}) // closed once T1's fetch returned
 	var holder, blocked, recovered ilFetchResult
 	var wg sync.WaitGroup
 
 	wg.Go(func() { // T1: fetch and hold the lock without acking (a crashed worker)
-		<-start
 		holder.item, holder.err = p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: lock})
+		close(held)
 		time.Sleep(lock + 200*time.Millisecond)
 	})
 	wg.Go(func() { // T2: fetch while the lock is held
-		<-start
-		time.Sleep(200 * time.Millisecond)
+		<-held
 		blocked.item, blocked.err = p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: lock})
 	})
 	wg.Go(func() { // T3: fetch after the lock lapsed
-		<-start
+		<-held
 		time.Sleep(e.lapse())
 		recovered.item, recovered.err = p.FetchOrchestrationItem(ctx, provider.FetchOptions{LockTimeout: lock})
 	})
-	close(start)
 	wg.Wait()
 
 	switch {
