@@ -69,6 +69,10 @@
 //   - es_streams mirrors the current partition's status, indexed (status, stream) for
 //     listing by status; a partial index on (parent, stream) serves children lookups
 //     and cascades.
+//   - es_streams and es_partitions leave a fifth of each page free (fillfactor 80):
+//     every commit to a stream rewrites both rows, and a new version that fits on
+//     its page is written without new index entries (a heap-only update) unless an
+//     indexed column (a status) changed.
 //   - es_kv_store and es_kv_delta hold the KV state and the current partition's
 //     mutations (NULL value = tombstone); the merge runs in the Update that ends the
 //     partition.
