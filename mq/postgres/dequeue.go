@@ -788,7 +788,7 @@ type scanned struct {
 //     those of the first max batches (an un-keyed message is a batch, a routing
 //     key's messages are one) and tries the advisory lock of each of their routing
 //     keys, which never waits. If it won every key, it also claims each un-keyed
-//     message (its token tokenPrefix and its batch's rank);
+//     message (its token one of newTokens, by its batch's rank);
 //  2. if it won keys, lockKeys takes them and locks their messages.
 //
 // If a key was lost (its advisory lock is held) the attempt claims nothing and
@@ -871,10 +871,18 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 	return bs, next, nil, missed, nil
 }
 
-// tokenPrefix returns the first 24 hex digits of a new token (mqsql.NewToken): the
-// scan statement completes each un-keyed message's token with 8 hex digits of its
-// batch's rank, unique within the statement.
-func tokenPrefix() string { return strings.ReplaceAll(mqsql.NewToken(), "-", "")[:24] }
+// newTokens returns n new tokens (mqsql.NewToken): the scan statement gives the
+// un-keyed message of batch rank i the i-th. Each token is drawn whole: one random
+// prefix per statement completed with the rank left two statements of one
+// millisecond only 42 random bits apart, and a token two batches shared would let
+// one's Ack delete the other's messages.
+func newTokens(n int) []string {
+	tokens := make([]string, n)
+	for i := range tokens {
+		tokens[i] = mqsql.NewToken()
+	}
+	return tokens
+}
 
 // keyRowsWait bounds lockKeys' wait for rows another consumer's scan holds.
 const keyRowsWait = 200 * time.Millisecond
@@ -916,7 +924,7 @@ kl AS MATERIALIZED (
 	FROM (SELECT DISTINCT r.routing_key, r.batch FROM r WHERE r.routing_key IS NOT NULL) d
 ),
 u AS (
-	UPDATE mq_messages m SET lock_token = (%[8]s::text || lpad(to_hex(r.batch), 8, '0'))::uuid, locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
+	UPDATE mq_messages m SET lock_token = (%[8]s::uuid[])[r.batch], locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
 	FROM r WHERE m.id = r.id AND r.routing_key IS NULL AND NOT EXISTS (SELECT 1 FROM kl WHERE NOT kl.won)
 	RETURNING m.id, m.lock_token, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group, m.priority, r.batch
 )
@@ -931,7 +939,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 	(SELECT count(*) FROM c), %[6]s, g.prioritized, g.limited FROM g`,
 		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", scanned, unknown(a.p(int64(scan))+"::bigint"), ex.phased),
 		a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), nextVisible(eligible, pq, pnow, &a), asyncCommit,
-		guardsCTE(ex, pq, pnow), a.p(tokenPrefix())), a
+		guardsCTE(ex, pq, pnow), a.p(newTokens(min(max, scan)))), a // a rank is at most the rows scanned
 }
 
 // keyHead renders that the message m is un-keyed or its key's first in the plain
@@ -975,10 +983,7 @@ func (q *Queue) lockKeys(ctx context.Context, tx *sqlx.Tx, queue string, keys []
 	// times no later than this.
 	now := q.now()
 	until := micros(now.Add(opts.LockTimeout))
-	tokens := make([]string, len(keys))
-	for i := range keys {
-		tokens[i] = mqsql.NewToken()
-	}
+	tokens := newTokens(len(keys))
 	var a sqlArgs
 	pq, pkeys, ptokens, puntil, pnow := a.p(queue), a.p(keys), a.p(tokens), a.p(until), a.p(micros(now))
 	attr := ""
