@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/duroq/duroq/internal/testenv"
 	"github.com/duroq/duroq/ui"
 )
 
@@ -28,7 +29,7 @@ func chrome(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("browser tests skipped: no chromium on PATH and DUROQ_CHROME unset (apt-get install chromium)")
+	testenv.SkipOrFail(t, "browser tests skipped: no chromium on PATH and DUROQ_CHROME unset (apt-get install chromium)")
 	return ""
 }
 

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/duroq/duroq/internal/pgtest"
 )
 
 // `duroq bench` removes what it created: the temporary directory of its SQLite file
@@ -27,10 +29,7 @@ func TestBenchLeavesNothingBehind(t *testing.T) {
 		}
 	})
 	t.Run("postgres", func(t *testing.T) {
-		dsn := os.Getenv("DUROQ_POSTGRES_DSN")
-		if dsn == "" {
-			t.Skip("set DUROQ_POSTGRES_DSN (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the PostgreSQL case")
-		}
+		dsn := pgtest.DSN(t)
 		var out strings.Builder
 		if err := benchCmd([]string{"seq", "-n", "20", "-backend", "postgres", "-dsn", dsn}, &out); err != nil {
 			t.Fatalf("bench seq: %v\n%s", err, out.String())

@@ -1,5 +1,6 @@
 // Package pgtest gives PostgreSQL tests an isolated schema on the server named by
-// the DUROQ_POSTGRES_DSN environment variable, or skips them loudly without it.
+// the DUROQ_POSTGRES_DSN environment variable, or skips them loudly without it (fails
+// them instead when DUROQ_REQUIRE_SERVICES is set, as CI does).
 package pgtest
 
 import (
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/duroq/duroq/internal/testenv"
 )
 
 // EnvDSN names the environment variable holding the test server's DSN, e.g.
@@ -20,12 +23,13 @@ const EnvDSN = "DUROQ_POSTGRES_DSN"
 
 var seq atomic.Int64
 
-// DSN returns the test server's DSN or skips t, saying how to enable the test.
+// DSN returns the test server's DSN or skips t (see testenv.SkipOrFail), saying
+// how to enable the test.
 func DSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv(EnvDSN)
 	if dsn == "" {
-		t.Skipf("PostgreSQL tests skipped: set %s (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run them", EnvDSN)
+		testenv.SkipOrFail(t, "PostgreSQL tests skipped: set "+EnvDSN+" (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run them")
 	}
 	return dsn
 }
