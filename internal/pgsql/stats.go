@@ -28,7 +28,8 @@ import (
 // VACUUM set) while those counted fewer than maxTrackedPages pages: past that,
 // autovacuum's ANALYZE after a tenth of the rows changed keeps up. The check runs
 // in the background on a connection of its own: the caller may hold the pool's last
-// connection in a transaction. Set DB and Tables; call Close before closing DB.
+// connection in a transaction. Processes sharing the tables check in turn (see
+// check). Set DB and Tables; call Close before closing DB.
 type StatsGuard struct {
 	DB     *sqlx.DB
 	Tables []string     // in the schema of DB's search_path
@@ -92,14 +93,37 @@ func (g *StatsGuard) Close() {
 	g.checks.Wait()
 }
 
+// statsLockKey is the advisory lock a check holds, one per schema and table list:
+// the processes sharing the tables take turns, and the one that finds another
+// checking leaves it to that one.
+const statsLockKey = `hashtextextended(current_schema() || ':' || array_to_string($1::text[], ','), 0)`
+
 // check analyses the tables that have no statistics yet and are large enough for
-// them to matter, and those that doubled since their statistics were taken.
-// Failures are logged and retried at the next check: the statements are correct
-// either way, only slower.
+// them to matter, and those that doubled since their statistics were taken. It
+// reads and analyses in one transaction holding statsLockKey, so two processes
+// whose checks overlap do not both analyse a table: every ANALYZE invalidates the
+// plans every connection of every process cached for the table, and a second one
+// costs a second round of planning for nothing. Failures are logged and retried at
+// the next check: the statements are correct either way, only slower.
 func (g *StatsGuard) check(ctx context.Context) {
 	log := g.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	tx, err := g.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		log.Debug("pgdb: checking planner statistics failed", "err", err)
+		return
+	}
+	defer func() { _ = tx.Rollback() }()
+	var mine bool
+	if err := tx.GetContext(ctx, &mine, `SELECT pg_try_advisory_xact_lock(`+statsLockKey+`)`, g.Tables); err != nil {
+		log.Debug("pgdb: checking planner statistics failed", "err", err)
+		return
+	}
+	if !mine {
+		log.Debug("pgdb: another process is checking these tables' planner statistics", "tables", g.Tables)
+		return // the next Ensure looks again
 	}
 	var rows []struct {
 		Table   string `db:"t"`
@@ -107,7 +131,7 @@ func (g *StatsGuard) check(ctx context.Context) {
 		Pages   int64  `db:"pages"`   // now
 		Counted int64  `db:"counted"` // when the statistics were taken
 	}
-	err := g.DB.SelectContext(ctx, &rows, `SELECT t,
+	err = tx.SelectContext(ctx, &rows, `SELECT t,
 		EXISTS (SELECT 1 FROM pg_stats WHERE schemaname = current_schema() AND tablename = t) AS known,
 		pg_relation_size(t::regclass) / current_setting('block_size')::bigint AS pages,
 		(SELECT greatest(relpages, 0) FROM pg_class WHERE oid = t::regclass) AS counted
@@ -125,13 +149,16 @@ func (g *StatsGuard) check(ctx context.Context) {
 		}
 		began := time.Now()
 		// The name comes from the guard's own list, never from input.
-		if _, err := g.DB.ExecContext(ctx, `ANALYZE `+r.Table); err != nil {
+		if _, err := tx.ExecContext(ctx, `ANALYZE `+r.Table); err != nil {
 			log.Debug("pgdb: ANALYZE failed", "table", r.Table, "err", err)
-			settled = false
-			continue
+			return // the transaction is aborted; the next check tries again
 		}
 		log.Debug("pgdb: analysed a table whose planner statistics were missing or stale", "table", r.Table, "pages", r.Pages, "counted", r.Counted, "took", time.Since(began))
 		settled = settled && r.Pages >= maxTrackedPages
+	}
+	if err := tx.Commit(); err != nil {
+		log.Debug("pgdb: committing planner statistics failed", "err", err)
+		return
 	}
 	g.settled.Store(settled)
 }

@@ -1,6 +1,11 @@
 package pgsql_test
 
 import (
+	"bytes"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,4 +75,81 @@ func TestStatsGuardAnalysesLargeTablesWithoutOrWithStaleStatistics(t *testing.T)
 	g.Close()
 	g.Ensure() // after Close: starts nothing, and returns
 	g.Close()
+}
+
+// While another process holds the guard's advisory lock (a test connection stands
+// in for it), a check leaves the tables alone; once it lets go, the next check
+// analyses them.
+func TestStatsGuardLeavesTablesToAnotherProcessChecking(t *testing.T) {
+	ctx := t.Context()
+	db := openSchemaDB(t, pgdb.Options{})
+	for _, stmt := range []string{
+		`CREATE TABLE big (id int, v text) WITH (autovacuum_enabled = false)`,
+		`INSERT INTO big SELECT i, repeat('x', 100) FROM generate_series(1, 5000) AS i`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	tables := []string{"big"}
+	other, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback() }()
+	if _, err := other.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+pgsql.StatsLockKey+`)`, tables); err != nil {
+		t.Fatal(err)
+	}
+
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	g := &pgsql.StatsGuard{DB: db, Tables: tables, Log: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	defer g.Close()
+	sawOther := func() bool {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return strings.Contains(logged.String(), "another process is checking")
+	}
+	g.Ensure()
+	deadline := time.Now().Add(10 * time.Second)
+	for !sawOther() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no check gave way to the lock's holder within 10 s; log:\n%s", logged.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	analysed := func() bool {
+		var n int
+		if err := db.GetContext(ctx, &n, `SELECT count(*) FROM pg_stats WHERE schemaname = current_schema() AND tablename = 'big'`); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	if analysed() {
+		t.Fatal("the table was analysed while another process held the lock")
+	}
+
+	if err := other.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for !analysed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the table had no statistics 10 s after the other process let go")
+		}
+		g.Ensure()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lockedWriter serialises writes to a buffer the test reads while the guard logs.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
