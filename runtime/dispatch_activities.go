@@ -176,7 +176,10 @@ func (r *Runtime) ackCommitter(ctx context.Context, bp provider.BatchProvider, b
 // runActivity executes one leased activity and commits its completion.
 func (r *Runtime) runActivity(ctx context.Context, lease *provider.WorkItemLease, settle func(settledActivity), last *lastErrors) {
 	item := &lease.Item
-	log := r.log.With("instance", item.Instance, "execution", item.ExecutionID, "activity", item.Name, "activity_id", item.ID)
+	log := r.log
+	if !discards(log) {
+		log = log.With("instance", item.Instance, "execution", item.ExecutionID, "activity", item.Name, "activity_id", item.ID)
+	}
 	r.activities.Store(lease, log) // for Run to name it if it outlives the runtime
 	defer r.activities.Delete(lease)
 	if item.SessionID != "" {

@@ -52,7 +52,7 @@ func (q *Queue) checkRemove(op, queue string, keys []string) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	if err := checkQueue(op, queue); err != nil {
+	if err := mq.CheckQueue(op, queue); err != nil {
 		return err
 	}
 	for i, k := range keys {
@@ -96,7 +96,7 @@ func (q *Queue) checkRemovePrefix(op, queue, prefix string) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	if err := errors.Join(checkQueue(op, queue), nonEmpty(op, "prefix", prefix)); err != nil {
+	if err := errors.Join(mq.CheckQueue(op, queue), nonEmpty(op, "prefix", prefix)); err != nil {
 		return err
 	}
 	return checkText(op, "prefix", prefix)
@@ -228,7 +228,7 @@ func (q *Queue) checkKeyOp(op, queue, routingKey string) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	if err := checkQueue(op, queue); err != nil {
+	if err := mq.CheckQueue(op, queue); err != nil {
 		return err
 	}
 	return checkText(op, "routing key", routingKey)
@@ -350,7 +350,7 @@ func (q *Queue) RenewSessions(ctx context.Context, queue string, owners []string
 	if q.closed.Load() {
 		return 0, mq.Closed(op)
 	}
-	if err := errors.Join(checkQueue(op, queue), mq.CheckDuration(op, "extend", extend), mq.CheckDuration(op, "idle", idle)); err != nil {
+	if err := errors.Join(mq.CheckQueue(op, queue), mq.CheckDuration(op, "extend", extend), mq.CheckDuration(op, "idle", idle)); err != nil {
 		return 0, err
 	}
 	for i, o := range owners {
@@ -376,7 +376,7 @@ func (q *Queue) CleanupSessions(ctx context.Context, queue string) (int, error) 
 	if q.closed.Load() {
 		return 0, mq.Closed(op)
 	}
-	if err := checkQueue(op, queue); err != nil {
+	if err := mq.CheckQueue(op, queue); err != nil {
 		return 0, err
 	}
 	return q.execCount(ctx, op, `DELETE FROM mq_sessions s WHERE (s.queue, s.session) IN (
@@ -414,7 +414,7 @@ func (q *Queue) stats(ctx context.Context, op, queue string, routingKey *string)
 	if q.closed.Load() {
 		return mq.Stats{}, mq.Closed(op)
 	}
-	if err := checkQueue(op, queue); err != nil {
+	if err := mq.CheckQueue(op, queue); err != nil {
 		return mq.Stats{}, err
 	}
 	args := []any{queue, micros(q.now())}
@@ -505,7 +505,7 @@ func (q *Queue) Queues(ctx context.Context) ([]mq.QueueStats, error) {
 // Pause implements mq.Admin.
 func (q *Queue) Pause(ctx context.Context, queue string) error {
 	const op = "pause"
-	if err := checkQueue(op, queue); err != nil {
+	if err := mq.CheckQueue(op, queue); err != nil {
 		return err
 	}
 	return q.exec(ctx, op, func() error {
@@ -518,7 +518,7 @@ func (q *Queue) Pause(ctx context.Context, queue string) error {
 // in this process at once and in the others through NOTIFY (see Notify).
 func (q *Queue) Resume(ctx context.Context, queue string) error {
 	const op = "resume"
-	if err := checkQueue(op, queue); err != nil {
+	if err := mq.CheckQueue(op, queue); err != nil {
 		return err
 	}
 	err := q.exec(ctx, op, func() error {
@@ -793,7 +793,7 @@ func (q *Queue) SetLimit(ctx context.Context, queue, group string, l mq.Limit) e
 // Limits implements mq.Admin.
 func (q *Queue) Limits(ctx context.Context, queue string) ([]mq.LimitInfo, error) {
 	const op = "list limits"
-	if err := checkQueue(op, queue); err != nil {
+	if err := mq.CheckQueue(op, queue); err != nil {
 		return nil, err
 	}
 	now := q.now()

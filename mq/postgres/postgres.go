@@ -238,31 +238,6 @@ func checkText(op, field, v string) error {
 	return nil
 }
 
-// checkMessages validates msgs for op: the contract's rules, then the text rules.
-func checkMessages(op string, msgs []mq.Message) error {
-	if err := mq.CheckMessages(op, msgs); err != nil {
-		return err
-	}
-	for i, m := range msgs {
-		for _, f := range []struct{ name, value string }{
-			{"Queue", m.Queue}, {"RoutingKey", m.RoutingKey}, {"Tag", m.Tag}, {"Session", m.Session}, {"Key", m.Key},
-			{"DedupID", m.DedupID}, {"LimitGroup", m.LimitGroup},
-		} {
-			if err := checkText(op, fmt.Sprintf("message %d: %s", i, f.name), f.value); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func checkQueue(op, queue string) error {
-	if err := mq.CheckQueue(op, queue); err != nil {
-		return err
-	}
-	return checkText(op, "queue", queue)
-}
-
 // checkToken returns token if it can be one this package issued (a UUID in canonical
 // form); anything else is a lock that is not held.
 func checkToken(op, token string) error {
@@ -388,7 +363,7 @@ func (q *Queue) checkEnqueue(msgs []mq.Message) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
-	return checkMessages(op, msgs)
+	return mq.CheckMessages(op, msgs)
 }
 
 // insert stores msgs (already validated) through ex.

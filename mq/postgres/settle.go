@@ -412,7 +412,7 @@ func checkWhole(op string, st mq.Settlement) error {
 	if err := checkToken(op, st.Token); err != nil {
 		return err
 	}
-	return checkMessages(op, st.Then)
+	return mq.CheckMessages(op, st.Then)
 }
 
 // applyWhole applies st (see settleWhole) through ex and enqueues its follow-ups if
