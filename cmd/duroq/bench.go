@@ -63,6 +63,7 @@ func benchCmd(args []string, out io.Writer) error {
 	processes := fs.Int("processes", 0, "run the workload on this many worker processes, with starts from a separate client process\n"+
 		"(at most -concurrency in flight, default 200; 0: in this process)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	memprofile := fs.String("memprofile", "", "write a heap profile (what the run allocated: go tool pprof -sample_index=alloc_space) to this file")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Parse(args[1:])
 
@@ -78,6 +79,13 @@ func benchCmd(args []string, out io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *memprofile != "" {
+		defer func() {
+			if err := writeHeapProfile(*memprofile); err != nil {
+				fmt.Fprintf(os.Stderr, "duroq bench: %v\n", err)
+			}
+		}()
 	}
 	open := func() (*benchBackend, error) {
 		return openBenchBackend(ctx, *backend, *dir, *dsn, *syncMode)
@@ -308,4 +316,18 @@ func queueBench(ctx context.Context, out io.Writer, open func() (*benchBackend, 
 		return err
 	}
 	return json.NewEncoder(out).Encode(res)
+}
+
+// writeHeapProfile writes the heap profile, whose alloc_space and alloc_objects
+// samples count everything the process allocated so far, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -91,5 +92,25 @@ func TestBenchProcesses(t *testing.T) {
 				t.Fatalf("left behind in the temporary directory: %v (%v)", left, err)
 			}
 		})
+	}
+}
+
+// -cpuprofile and -memprofile each write a profile pprof reads (gzip-compressed
+// protocol buffers) where they are told.
+func TestBenchWritesProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
+	var out strings.Builder
+	if err := benchCmd([]string{"seq", "-n", "20", "-backend", "sqlite-memory", "-cpuprofile", cpu, "-memprofile", mem}, &out); err != nil {
+		t.Fatalf("bench seq: %v\n%s", err, out.String())
+	}
+	for _, path := range []string{cpu, mem} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("%s: %d bytes, not a gzip-compressed profile", filepath.Base(path), len(b))
+		}
 	}
 }
