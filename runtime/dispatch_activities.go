@@ -218,10 +218,15 @@ func (r *Runtime) runActivity(ctx context.Context, lease *provider.WorkItemLease
 	spanCtx, span := r.startActivitySpan(ctx, lease)
 	traced, failure := "abandoned", error(nil) // the outcome, as each return below sets it
 	began := time.Now()
-	defer func() {
-		r.metrics.activityRan(item.Name, traced, time.Since(began))
-		endActivitySpan(span, traced, failure)
-	}()
+	ended := false
+	end := func() {
+		if !ended {
+			ended = true
+			r.metrics.activityRan(item.Name, traced, time.Since(began))
+			endActivitySpan(span, traced, failure)
+		}
+	}
+	defer end()
 	actx, cancel := context.WithCancel(spanCtx)
 	defer cancel()
 	var lostMu sync.Mutex
@@ -286,6 +291,10 @@ func (r *Runtime) runActivity(ctx context.Context, lease *provider.WorkItemLease
 	} else if o.err != nil {
 		completion = failedItem(item, &provider.ErrorDetails{Kind: provider.ErrorApplication, AppKind: provider.AppActivityFailed, Message: o.err.Error()})
 	}
+	// Ended before the outcome is handed over: once its ack commits, the
+	// orchestration may finish, and whoever then flushes the spans must find this
+	// one ended.
+	end()
 	settle(settledActivity{lease, completion, log})
 }
 

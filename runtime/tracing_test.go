@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,5 +243,46 @@ func TestTracingOffStampsNothing(t *testing.T) {
 		if err != nil || len(h) == 0 || h[0].TraceParent != "" {
 			t.Errorf("%s: %d events, %v; started event trace parent %q, want none", id, len(h), err, h[0].TraceParent)
 		}
+	}
+}
+
+// slowActivityEnds is a span processor that takes a while to end an activity's span,
+// and notes when it has.
+type slowActivityEnds struct {
+	sdktrace.SpanProcessor
+	ended atomic.Bool
+}
+
+func (s *slowActivityEnds) OnEnd(span sdktrace.ReadOnlySpan) {
+	if strings.HasPrefix(span.Name(), "activity") {
+		time.Sleep(100 * time.Millisecond)
+		s.ended.Store(true)
+	}
+}
+
+// An activity's span has ended before its completion can reach the orchestration:
+// a caller that waits for the orchestration and then flushes the spans (as
+// README's tracing example does) finds it, however slowly the span ends.
+func TestActivitySpanEndsBeforeItsCompletionIsVisible(t *testing.T) {
+	reg := runtime.NewRegistry()
+	_ = reg.RegisterActivity("Greet", func(_ *runtime.ActivityContext, in string) (string, error) { return "hi " + in, nil })
+	_ = reg.RegisterOrchestration("Greeting", func(ctx *runtime.Context, in string) (string, error) {
+		return ctx.ScheduleActivity("Greet", in).Get()
+	})
+	p := adapter.NewMemory(adapter.Options{})
+	t.Cleanup(func() { p.Close() })
+	spans := &slowActivityEnds{SpanProcessor: tracetest.NewSpanRecorder()}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	rt := runOn(t, p, reg, runtime.Options{TracerProvider: tp})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := rt.Client().StartOrchestration(ctx, "greet-1", "Greeting", "ann"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Client().WaitForOrchestration(ctx, "greet-1"); err != nil {
+		t.Fatal(err)
+	}
+	if !spans.ended.Load() {
+		t.Fatal("the orchestration completed before its activity's span ended")
 	}
 }
