@@ -67,7 +67,9 @@ func benchCmd(args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fs.Parse(args[1:])
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// SIGPIPE too: piped into head, the benchmark would otherwise die at its next line
+	// of output and leave its PostgreSQL schema behind; now it stops and drops it.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGPIPE)
 	defer stop()
 	if *cpuprofile != "" {
 		pf, err := os.Create(*cpuprofile)

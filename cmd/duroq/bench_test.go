@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"database/sql"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/duroq/duroq/internal/pgtest"
 )
@@ -112,5 +116,74 @@ func TestBenchWritesProfiles(t *testing.T) {
 		if len(b) < 100 || b[0] != 0x1f || b[1] != 0x8b {
 			t.Errorf("%s: %d bytes, not a gzip-compressed profile", filepath.Base(path), len(b))
 		}
+	}
+}
+
+// benchChildEnv holds the arguments of `duroq bench` for TestMain to run in a child
+// process of TestBenchPipedIntoHeadDropsItsSchema.
+const benchChildEnv = "DUROQ_BENCH_CHILD_ARGS"
+
+// `duroq bench queue | head -2` on PostgreSQL: the benchmark finds its output closed
+// at its next line and drops the schema it was using, where the default SIGPIPE used
+// to end the process on the spot and leave the schema behind.
+func TestBenchPipedIntoHeadDropsItsSchema(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), benchChildEnv+"=queue -backend postgres -n 200 -dsn "+dsn)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewReader(stdout)
+	var head strings.Builder
+	for range 2 { // a drain's line and its backend's, which names the schema
+		line, err := lines.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the benchmark's output: %v (so far %q; stderr %s)", err, head.String(), stderr.String())
+		}
+		head.WriteString(line)
+	}
+	stdout.Close() // as head does when it has its lines
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the benchmark ran on for a minute after its output closed; stderr:\n%s", stderr.String())
+	}
+	m := regexp.MustCompile(`PostgreSQL schema duroq_bench_(\d+)`).FindStringSubmatch(head.String())
+	if m == nil {
+		t.Fatalf("no schema named in %q", head.String())
+	}
+	first, _ := strconv.ParseInt(m[1], 10, 64)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(t.Context(), `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'duroq\_bench\_%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		// Only this run's: a schema older than its first was left by something else.
+		if n, err := strconv.ParseInt(strings.TrimPrefix(name, "duroq_bench_"), 10, 64); err == nil && n >= first {
+			t.Errorf("schema %s left behind after the output closed (stderr: %s)", name, stderr.String())
+			t.Cleanup(func() { _ = dropSchema(dsn, name) })
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
