@@ -93,20 +93,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 func (q *Queue) normalize(queue string, opts mq.DequeueOptions) (mq.DequeueOptions, error) {
 	const op = "dequeue"
+	// NormalizeDequeue's name checks already reject what text cannot hold in the
+	// queue and the session owner; the tags are left to this package.
 	opts, err := mq.NormalizeDequeue(queue, opts)
 	if err != nil {
 		return opts, err
 	}
-	if err := checkText(op, "queue", queue); err != nil {
-		return opts, err
-	}
 	for i, t := range opts.Tags.Tags {
 		if err := checkText(op, fmt.Sprintf("Tags %d", i), t); err != nil {
-			return opts, err
-		}
-	}
-	if opts.Session != nil {
-		if err := checkText(op, "Session.Owner", opts.Session.Owner); err != nil {
 			return opts, err
 		}
 	}
