@@ -10,12 +10,8 @@ import (
 // named fields, so fields can be added without breaking old rows.
 const formatV1 byte = 1
 
-func marshal(what string, v any) ([]byte, error) {
-	b, err := msgpack.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("runtime: encode %s: %w", what, err)
-	}
-	return append([]byte{formatV1}, b...), nil
+func encodeError(what string, err error) error {
+	return fmt.Errorf("runtime: encode %s: %w", what, err)
 }
 
 func unmarshal(what string, b []byte, v any) error {
@@ -36,7 +32,7 @@ func firstByte(b []byte) any {
 }
 
 // MarshalEvent encodes e in the stored wire format.
-func MarshalEvent(e *Event) ([]byte, error) { return marshal("event", e) }
+func MarshalEvent(e *Event) ([]byte, error) { return encode("event", e.fields) }
 
 // UnmarshalEvent decodes an event; a malformed one gives an error matching
 // ErrCorruptHistory.
@@ -47,7 +43,7 @@ func UnmarshalEvent(b []byte) (Event, error) {
 }
 
 // MarshalWorkItem encodes w in the queue wire format.
-func MarshalWorkItem(w *WorkItem) ([]byte, error) { return marshal("work item", w) }
+func MarshalWorkItem(w *WorkItem) ([]byte, error) { return encode("work item", w.fields) }
 
 // UnmarshalWorkItem decodes a work item.
 func UnmarshalWorkItem(b []byte) (WorkItem, error) {
