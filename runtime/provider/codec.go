@@ -2,8 +2,6 @@ package provider
 
 import (
 	"fmt"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // formatV1 prefixes every encoded event and work item: msgpack of a struct with
@@ -14,14 +12,12 @@ func encodeError(what string, err error) error {
 	return fmt.Errorf("runtime: encode %s: %w", what, err)
 }
 
-func unmarshal(what string, b []byte, v any) error {
-	if len(b) == 0 || b[0] != formatV1 {
-		return fmt.Errorf("runtime: decode %s: %w: unknown format (first byte %v)", what, ErrCorruptHistory, firstByte(b))
+// decodeError wraps ErrCorruptHistory; first, when not nil, is the format byte.
+func decodeError(what string, err error, first any) error {
+	if first != nil {
+		return fmt.Errorf("runtime: decode %s: %w: %v (first byte %v)", what, ErrCorruptHistory, err, first)
 	}
-	if err := msgpack.Unmarshal(b[1:], v); err != nil {
-		return fmt.Errorf("runtime: decode %s: %w: %v", what, ErrCorruptHistory, err)
-	}
-	return nil
+	return fmt.Errorf("runtime: decode %s: %w: %v", what, ErrCorruptHistory, err)
 }
 
 func firstByte(b []byte) any {
@@ -38,7 +34,7 @@ func MarshalEvent(e *Event) ([]byte, error) { return encode("event", e.fields) }
 // ErrCorruptHistory.
 func UnmarshalEvent(b []byte) (Event, error) {
 	var e Event
-	err := unmarshal("event", b, &e)
+	err := decode("event", b, e.field)
 	return e, err
 }
 
@@ -48,6 +44,6 @@ func MarshalWorkItem(w *WorkItem) ([]byte, error) { return encode("work item", w
 // UnmarshalWorkItem decodes a work item.
 func UnmarshalWorkItem(b []byte) (WorkItem, error) {
 	var w WorkItem
-	err := unmarshal("work item", b, &w)
+	err := decode("work item", b, w.field)
 	return w, err
 }
