@@ -187,3 +187,25 @@ func TestBenchPipedIntoHeadDropsItsSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The report names the garbage collector's settings, which move a worker's CPU.
+func TestBenchNamesGCSettings(t *testing.T) {
+	for _, c := range []struct{ gogc, limit, want string }{
+		{"", "", "GOGC=100"},
+		{"400", "", "GOGC=400"},
+		{"200", "512MiB", "GOGC=200 GOMEMLIMIT=512MiB"},
+	} {
+		t.Setenv("GOGC", c.gogc)
+		t.Setenv("GOMEMLIMIT", c.limit)
+		if got := gcSettings(); got != c.want {
+			t.Errorf("GOGC=%q GOMEMLIMIT=%q: %q, want %q", c.gogc, c.limit, got, c.want)
+		}
+	}
+	var out strings.Builder
+	if err := benchCmd([]string{"seq", "-n", "20", "-backend", "sqlite-memory"}, &out); err != nil {
+		t.Fatalf("bench seq: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), gcSettings()) {
+		t.Fatalf("the report does not name %s:\n%s", gcSettings(), out.String())
+	}
+}
