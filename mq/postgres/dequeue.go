@@ -488,17 +488,22 @@ type candidate struct {
 }
 
 type lockedRow struct {
-	ID         int64          `db:"id"`
-	Token      string         `db:"token"`
-	Payload    []byte         `db:"payload"`
-	Attempts   int            `db:"attempts"`
-	EnqueuedAt int64          `db:"enqueued_at"`
-	Tag        sql.NullString `db:"tag"`
-	Session    sql.NullString `db:"session"`
-	Key        sql.NullString `db:"message_key"`
-	Trace      sql.NullString `db:"trace_parent"`
-	Group      sql.NullString `db:"limit_group"`
-	Priority   int            `db:"priority"`
+	ID         int64
+	Token      string
+	Payload    []byte
+	Attempts   int
+	EnqueuedAt int64
+	Tag        sql.NullString
+	Session    sql.NullString
+	Key        sql.NullString
+	Trace      sql.NullString
+	Group      sql.NullString
+	Priority   int
+}
+
+// fields are r's fields in the order of the columns of lockKeys' statement.
+func (r *lockedRow) fields() []any {
+	return []any{&r.ID, &r.Token, &r.Payload, &r.Attempts, &r.EnqueuedAt, &r.Tag, &r.Session, &r.Key, &r.Trace, &r.Group, &r.Priority}
 }
 
 // attempt is one dequeue attempt in tx for one batch, which may be a session
@@ -756,22 +761,28 @@ func nextVisible(eligibleFrom, pq, pnow string, a *sqlArgs) string {
 // (RoutingKey), or its last row, saying when the next message becomes visible if it
 // found none.
 type scanned struct {
-	ID    sql.NullInt64  `db:"id"`
-	Token sql.NullString `db:"token"`
+	ID    sql.NullInt64
+	Token sql.NullString
 	claimed
 	// Batch is the rank of the message's (or key's) batch in eligibility order.
-	Batch      sql.NullInt64  `db:"batch"`
-	RoutingKey sql.NullString `db:"routing_key"`
-	Won        sql.NullBool   `db:"won"`
-	Next       sql.NullInt64  `db:"next_visible"`
-	Scanned    sql.NullInt64  `db:"scanned"`
+	Batch      sql.NullInt64
+	RoutingKey sql.NullString
+	Won        sql.NullBool
+	Next       sql.NullInt64
+	Scanned    sql.NullInt64
 	// Prioritized (last row): the scan locked nothing, as the queue has visible
 	// messages of non-zero priority (see phasedScan).
-	Prioritized sql.NullBool `db:"prioritized"`
+	Prioritized sql.NullBool
 	// Limited (last row): the scan took nothing, as the queue has limits (see
 	// eligibleFrom).
-	Limited sql.NullBool   `db:"limited"`
-	Async   sql.NullString `db:"async_commit"`
+	Limited sql.NullBool
+	Async   sql.NullString
+}
+
+// fields are s's fields in the order of the columns of scanQuery's statement.
+func (s *scanned) fields() []any {
+	return []any{&s.ID, &s.Token, &s.Payload, &s.Attempts, &s.EnqueuedAt, &s.Tag, &s.Key, &s.Trace, &s.Group, &s.Priority,
+		&s.Batch, &s.RoutingKey, &s.Won, &s.Next, &s.Scanned, &s.Async, &s.Prioritized, &s.Limited}
 }
 
 // attemptMany is one dequeue attempt in tx for up to max batches of messages
@@ -803,7 +814,7 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 	}
 	query, args := scanQuery(queue, opts, ex, now, until, max, scan, async)
 	var rows []scanned
-	if err := sqlx.SelectContext(ctx, tx, &rows, query, args...); err != nil {
+	if err := queryRows(ctx, tx, (*scanned).fields, func(r scanned) { rows = append(rows, r) }, query, args...); err != nil {
 		return nil, time.Time{}, nil, nil, err
 	}
 	var (
@@ -1020,7 +1031,7 @@ RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_a
 	m.limit_group, m.priority`,
 		pq, unknown(pkeys+"::text[]"), unknown(ptokens+"::uuid[]"), puntil, pnow, attr, tags, pmax, pbytes, keyRowsWait.Milliseconds())
 	var rows []lockedRow
-	if err := sqlx.SelectContext(ctx, tx, &rows, query, a...); err != nil {
+	if err := queryRows(ctx, tx, (*lockedRow).fields, func(r lockedRow) { rows = append(rows, r) }, query, a...); err != nil {
 		return nil, nil, err
 	}
 	// RETURNING gives no order guarantee: each batch is in enqueue order.

@@ -60,7 +60,8 @@ var lockKeys = `lk AS MATERIALIZED (
 
 // heldSQL locks the batches of tokens $1 whose lock is live at $2 and describes them.
 var heldSQL = forTokens(`WITH `+lockKeys+`
-SELECT h.lock_token::text AS token, min(h.queue) AS queue, min(h.routing_key) AS routing_key, count(*) AS n
+SELECT h.lock_token::text AS token, min(h.queue) AS queue, min(h.routing_key) AS routing_key, NULL::bigint AS locked_until,
+	count(*) AS n, false AS limited
 FROM (
 	SELECT m.lock_token, m.queue, m.routing_key FROM lk, mq_messages m
 	WHERE m.lock_token {tokens} AND m.locked_until > $2 AND lk.n >= 0
@@ -224,14 +225,19 @@ var (
 
 // batchRow describes a batch heldSQL found or applySQL settled.
 type batchRow struct {
-	Token       string         `db:"token"`
-	Queue       string         `db:"queue"`
-	RoutingKey  sql.NullString `db:"routing_key"` // NULL: an un-keyed batch
-	LockedUntil sql.NullInt64  `db:"locked_until"`
-	N           int            `db:"n"`
+	Token       string
+	Queue       string
+	RoutingKey  sql.NullString // NULL: an un-keyed batch
+	LockedUntil sql.NullInt64
+	N           int
 	// Limited says the batch's queue has limits (mq.Limit): the end of the batch
 	// may admit another.
-	Limited bool `db:"limited"`
+	Limited bool
+}
+
+// fields are b's fields in the order of the columns of heldSQL, applySQL and ackSQL.
+func (b *batchRow) fields() []any {
+	return []any{&b.Token, &b.Queue, &b.RoutingKey, &b.LockedUntil, &b.N, &b.Limited}
 }
 
 // wholeBatch stands for the size of a batch when the settlement does not depend on
@@ -321,14 +327,7 @@ func onlyAcks(work []sized) bool {
 // selectBatches runs query (heldSQL, applySQL or ackSQL) and adds the batches it
 // reports to into, by token.
 func selectBatches(ctx context.Context, ex sqlx.QueryerContext, into map[string]batchRow, query string, args ...any) error {
-	var rows []batchRow
-	if err := sqlx.SelectContext(ctx, ex, &rows, query, args...); err != nil {
-		return moveRace(err)
-	}
-	for _, r := range rows {
-		into[r.Token] = r
-	}
-	return nil
+	return moveRace(queryRows(ctx, ex, (*batchRow).fields, func(r batchRow) { into[r.Token] = r }, query, args...))
 }
 
 // moveRace marks a unique violation of the message-key index as errMoveRace (a
