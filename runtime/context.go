@@ -133,8 +133,8 @@ func WithTag(tag string) ActivityOption { return func(e *provider.Event) { e.Tag
 // ScheduleActivity schedules activity name with input and returns its future.
 func (c *Context) ScheduleActivity(name, input string, opts ...ActivityOption) *Future {
 	ev := provider.Event{Kind: provider.EventActivityScheduled, Name: name, Input: input}
-	for _, o := range opts {
-		o(&ev)
+	if len(opts) > 0 {
+		ev = withOptions(ev, opts)
 	}
 	if len(ev.Tag) > MaxTagBytes {
 		panic(&configError{kind: provider.ConfigLimitExceeded, msg: fmt.Sprintf("activity %s: tag of %d bytes exceeds %d", name, len(ev.Tag), MaxTagBytes)})
@@ -142,6 +142,15 @@ func (c *Context) ScheduleActivity(name, input string, opts ...ActivityOption) *
 	f := c.schedule(c.e.decide(ev))
 	f.name = name
 	return f
+}
+
+// withOptions returns ev with opts applied. Apart from ScheduleActivity, its event
+// does not escape to the heap when the call has no options.
+func withOptions(ev provider.Event, opts []ActivityOption) provider.Event {
+	for _, o := range opts {
+		o(&ev)
+	}
+	return ev
 }
 
 // CreateTimer returns a future that resolves after d (a durable timer).
