@@ -133,7 +133,11 @@ type engine struct {
 }
 
 func newEngine(t Turn) *engine {
-	e := &engine{t: t, events: append([]provider.Event(nil), t.History...), nHist: len(t.History), futures: map[uint64]*Future{},
+	// Room for a turn's usual few new events, so that the first does not copy the
+	// history again.
+	events := make([]provider.Event, len(t.History), len(t.History)+4)
+	copy(events, t.History)
+	e := &engine{t: t, events: events, nHist: len(t.History), futures: map[uint64]*Future{},
 		queued: map[string][]string{}, kv: map[string]provider.KVValue{}}
 	for k, v := range t.KVSnapshot {
 		e.kv[k] = v
@@ -765,9 +769,11 @@ func (e *engine) finish() TurnResult {
 		e.appendEvent(provider.Event{Kind: provider.EventOrchestrationFailed, Details: e.failure})
 		e.res.Status, e.res.Failure, e.res.Output = provider.StatusFailed, e.failure, e.failure.DisplayMessage()
 	}
+	if len(e.events) > e.nHist {
+		e.res.NewEvents = slices.Clone(e.events[e.nHist:])
+	}
 	for i := e.nHist; i < len(e.events); i++ {
 		ev := &e.events[i]
-		e.res.NewEvents = append(e.res.NewEvents, *ev)
 		switch ev.Kind {
 		case provider.EventActivityScheduled:
 			e.res.WorkerItems = append(e.res.WorkerItems, provider.WorkItem{Kind: provider.WorkActivityExecute, Instance: e.t.Instance,
