@@ -133,9 +133,9 @@ type engine struct {
 }
 
 func newEngine(t Turn) *engine {
-	// Room for a turn's usual few new events, so that the first does not copy the
-	// history again.
-	events := make([]provider.Event, len(t.History), len(t.History)+4)
+	// Room for the turn's usual new events (one per message, and the code's next
+	// decision or two), so that appending the first does not copy the history again.
+	events := make([]provider.Event, len(t.History), len(t.History)+len(t.Messages)+2)
 	copy(events, t.History)
 	e := &engine{t: t, events: events, nHist: len(t.History), futures: map[uint64]*Future{},
 		queued: map[string][]string{}, kv: map[string]provider.KVValue{}}

@@ -813,17 +813,16 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 		scan = min(max*ratio, maxScanRows)
 	}
 	query, args := scanQuery(queue, opts, ex, now, until, max, scan, async)
-	var rows []scanned
-	if err := queryRows(ctx, tx, (*scanned).fields, func(r scanned) { rows = append(rows, r) }, query, args...); err != nil {
-		return nil, time.Time{}, nil, nil, err
-	}
 	var (
 		won  []string
 		read int64
 		// The ranks of the batches in eligibility order: by token (un-keyed) and by key.
 		tokenRank, keyRank = map[string]int64{}, map[string]int64{}
+		// The scan locked nothing: the queue has limits, or visible messages of
+		// non-zero priority (scan every phase).
+		limited, prioritized bool
 	)
-	for _, r := range rows {
+	err = queryRows(ctx, tx, (*scanned).fields, func(r scanned) {
 		switch {
 		case r.ID.Valid:
 			bs = append(bs, &mq.Batch{Queue: queue, Token: r.Token.String, LockedUntil: fromMicros(until),
@@ -834,17 +833,25 @@ func (q *Queue) attemptMany(ctx context.Context, tx *sqlx.Tx, queue string, opts
 			keyRank[r.RoutingKey.String] = r.Batch.Int64
 		case r.RoutingKey.Valid:
 			lost = append(lost, r.RoutingKey.String)
-		case r.Limited.Bool: // the scan locked nothing
-			return nil, time.Time{}, nil, nil, errLimited
-		case r.Prioritized.Bool: // the scan locked nothing: scan every phase
-			ex.phased = true
-			return q.attemptMany(ctx, tx, queue, opts, ex, max, async)
+		case r.Limited.Bool:
+			limited = true
+		case r.Prioritized.Bool:
+			prioritized = true
 		default:
 			read = r.Scanned.Int64
 			if r.Next.Valid {
 				next = fromMicros(r.Next.Int64)
 			}
 		}
+	}, query, args...)
+	switch {
+	case err != nil:
+		return nil, time.Time{}, nil, nil, err
+	case limited:
+		return nil, time.Time{}, nil, nil, errLimited
+	case prioritized:
+		ex.phased = true
+		return q.attemptMany(ctx, tx, queue, opts, ex, max, async)
 	}
 	if batches := int64(len(bs) + len(won) + len(lost)); batches > 0 && ex.phased {
 		q.scanRatio.Store((read + batches - 1) / batches)
