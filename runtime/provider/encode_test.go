@@ -210,9 +210,9 @@ func unmarshalPlain(b []byte, v any) error {
 	return msgpack.Unmarshal(b[1:], v)
 }
 
-// FuzzUnmarshalEvent checks that UnmarshalEvent decodes what msgpack's reflection
+// FuzzDecodeMatchesMsgpack checks that UnmarshalEvent decodes what msgpack's reflection
 // decodes, and fails where it fails, but for structs encoded as arrays.
-func FuzzUnmarshalEvent(f *testing.F) {
+func FuzzDecodeMatchesMsgpack(f *testing.F) {
 	e := Event{Kind: EventActivityCompleted, EventID: 4, SourceEventID: 2, Result: "r", Status: new("s")}
 	b, err := MarshalEvent(&e)
 	if err != nil {
