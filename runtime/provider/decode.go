@@ -41,7 +41,10 @@ func decode(what string, b []byte, field func(d *msgpack.Decoder, name []byte) e
 		return decodeError(what, errors.New("unknown format"), firstByte(b))
 	}
 	fr := fieldReaders.Get().(*fieldReader)
-	defer fieldReaders.Put(fr)
+	defer func() {
+		fr.r.Reset(nil) // the pool must not keep b alive
+		fieldReaders.Put(fr)
+	}()
 	fr.r.Reset(b[1:])
 	fr.dec.Reset(&fr.r)
 	n, err := fr.mapLen()

@@ -23,6 +23,9 @@ type fieldWriter struct {
 	err error
 }
 
+// maxPooledBuffer bounds the buffer a pooled fieldWriter keeps.
+const maxPooledBuffer = 64 << 10
+
 var fieldWriters = sync.Pool{New: func() any {
 	w := &fieldWriter{}
 	w.enc = msgpack.NewEncoder(&w.buf)
@@ -32,7 +35,11 @@ var fieldWriters = sync.Pool{New: func() any {
 // encode returns formatV1 and the map of the fields fields writes.
 func encode(what string, fields func(w *fieldWriter)) ([]byte, error) {
 	w := fieldWriters.Get().(*fieldWriter)
-	defer fieldWriters.Put(w)
+	defer func() {
+		if w.buf.Cap() <= maxPooledBuffer { // a rare huge event's buffer is left to the collector
+			fieldWriters.Put(w)
+		}
+	}()
 	w.buf.Reset()
 	w.n, w.err = 0, nil
 	fields(w)
