@@ -63,9 +63,24 @@ func testMetrics(t *testing.T, p *adapter.Provider) {
 	if _, err := c.WaitForStatusChange(ctx, "sleeper", 0); err != nil {
 		t.Fatal(err)
 	}
+	// A runtime records an execution's end once it learns that the turn's commit
+	// succeeded, which can be just after a client sees the instance completed: wait
+	// for the four ends (three Seqs and Lost).
 	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := reader.Collect(ctx, &rm); err != nil {
+			t.Fatal(err)
+		}
+		if executionEnds(rm) >= 4 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("duroq.execution.duration holds %d ends, want 4", executionEnds(rm))
+		case <-tick.C:
+		}
 	}
 
 	got := map[string]metricdata.Aggregation{}
@@ -141,6 +156,21 @@ func sumOf(s metricdata.Sum[int64], want ...attribute.KeyValue) int64 {
 	for _, dp := range s.DataPoints {
 		if hasAll(dp.Attributes, want) {
 			n += dp.Value
+		}
+	}
+	return n
+}
+
+// executionEnds counts the points of duroq.execution.duration in rm.
+func executionEnds(rm metricdata.ResourceMetrics) uint64 {
+	var n uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "duroq.execution.duration" {
+				for _, dp := range h.DataPoints {
+					n += dp.Count
+				}
+			}
 		}
 	}
 	return n
