@@ -144,8 +144,8 @@ func (c *Context) ScheduleActivity(name, input string, opts ...ActivityOption) *
 	return f
 }
 
-// withOptions returns ev with opts applied. Apart from ScheduleActivity, its event
-// does not escape to the heap when the call has no options.
+// withOptions returns ev with opts applied. It is a function of its own so that
+// ScheduleActivity's event escapes to the heap only when the call has options.
 func withOptions(ev provider.Event, opts []ActivityOption) provider.Event {
 	for _, o := range opts {
 		o(&ev)

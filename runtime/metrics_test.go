@@ -73,49 +73,34 @@ func testMetrics(t *testing.T, p *adapter.Provider) {
 		if err := reader.Collect(ctx, &rm); err != nil {
 			t.Fatal(err)
 		}
-		if executionEnds(rm) >= 4 {
+		ends := histogramCount(byName(rm), "duroq.execution.duration")
+		if ends >= 4 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("duroq.execution.duration holds %d ends, want 4", executionEnds(rm))
+			t.Fatalf("duroq.execution.duration holds %d ends, want 4", ends)
 		case <-tick.C:
 		}
 	}
 
-	got := map[string]metricdata.Aggregation{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			got[m.Name] = m.Data
-		}
-	}
-	// histogramCount sums the counts of name's points whose attributes hold want.
-	histogramCount := func(name string, want ...attribute.KeyValue) uint64 {
-		h, _ := got[name].(metricdata.Histogram[float64])
-		var n uint64
-		for _, dp := range h.DataPoints {
-			if hasAll(dp.Attributes, want) {
-				n += dp.Count
-			}
-		}
-		return n
-	}
+	got := byName(rm)
 	completed := attribute.String("duroq.orchestration.status", "Completed")
 	seq := attribute.String("duroq.orchestration.name", "Seq")
-	if n := histogramCount("duroq.execution.duration", seq, completed); n != 3 {
+	if n := histogramCount(got, "duroq.execution.duration", seq, completed); n != 3 {
 		t.Errorf("duroq.execution.duration of completed Seqs: %d, want 3", n)
 	}
-	if n := histogramCount("duroq.execution.duration", attribute.String("duroq.orchestration.status", "Failed")); n != 1 {
+	if n := histogramCount(got, "duroq.execution.duration", attribute.String("duroq.orchestration.status", "Failed")); n != 1 {
 		t.Errorf("duroq.execution.duration of failed executions: %d, want 1 (Lost)", n)
 	}
-	if n := histogramCount("duroq.activity.duration", attribute.String("duroq.activity.name", "Double"), attribute.String("duroq.activity.outcome", "completed")); n != 6 {
+	if n := histogramCount(got, "duroq.activity.duration", attribute.String("duroq.activity.name", "Double"), attribute.String("duroq.activity.outcome", "completed")); n != 6 {
 		t.Errorf("duroq.activity.duration of completed Doubles: %d, want 6", n)
 	}
 	// Each Seq runs three turns: its start and each activity's completion.
-	if all, done := histogramCount("duroq.turn.duration", seq), histogramCount("duroq.turn.duration", seq, completed); all != 9 || done != 3 {
+	if all, done := histogramCount(got, "duroq.turn.duration", seq), histogramCount(got, "duroq.turn.duration", seq, completed); all != 9 || done != 3 {
 		t.Errorf("duroq.turn.duration of Seq: %d turns, %d ending Completed; want 9 and 3", all, done)
 	}
-	if n := histogramCount("duroq.turn.duration", seq, attribute.Bool("duroq.turn.resumed", true)); n == 0 || n > 6 {
+	if n := histogramCount(got, "duroq.turn.duration", seq, attribute.Bool("duroq.turn.resumed", true)); n == 0 || n > 6 {
 		t.Errorf("Seq turns that resumed cached state: %d, want 1 to 6 (never a first turn)", n)
 	}
 	if poison, _ := got["duroq.poison"].(metricdata.Sum[int64]); sumOf(poison, attribute.String("duroq.poison.type", "activity")) != 1 {
@@ -161,16 +146,25 @@ func sumOf(s metricdata.Sum[int64], want ...attribute.KeyValue) int64 {
 	return n
 }
 
-// executionEnds counts the points of duroq.execution.duration in rm.
-func executionEnds(rm metricdata.ResourceMetrics) uint64 {
-	var n uint64
+// byName returns rm's metrics by name.
+func byName(rm metricdata.ResourceMetrics) map[string]metricdata.Aggregation {
+	got := map[string]metricdata.Aggregation{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "duroq.execution.duration" {
-				for _, dp := range h.DataPoints {
-					n += dp.Count
-				}
-			}
+			got[m.Name] = m.Data
+		}
+	}
+	return got
+}
+
+// histogramCount sums the counts of the points of histogram name in got whose
+// attributes hold want.
+func histogramCount(got map[string]metricdata.Aggregation, name string, want ...attribute.KeyValue) uint64 {
+	h, _ := got[name].(metricdata.Histogram[float64])
+	var n uint64
+	for _, dp := range h.DataPoints {
+		if hasAll(dp.Attributes, want) {
+			n += dp.Count
 		}
 	}
 	return n
