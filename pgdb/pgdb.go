@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/duroq/duroq/internal/pgsql"
@@ -26,12 +27,22 @@ type Options struct {
 	// does not exist (the error wraps ErrNoSchema): for tools that must not create
 	// anything where a schema name was mistyped.
 	ExistingSchema bool
-	// MaxOpenConns bounds the pool (default 16); long polls hold no connection while
+	// MaxOpenConns bounds the pool (default GOMAXPROCS, at least 4, as pgxpool
+	// sizes its pools: see defaultMaxOpenConns); long polls hold no connection while
 	// they wait, except the one LISTEN connection per backend.
 	MaxOpenConns int
 	// ConnMaxLifetime recycles connections (default 30 minutes).
 	ConnMaxLifetime time.Duration
 }
+
+// defaultMaxOpenConns is the pool size Open uses when Options.MaxOpenConns is not
+// set. duroq's transactions are short and batched, so a process gains nothing from
+// running more of them at once than it has cores to build them, and each one more is
+// a server backend competing for the server's cores. Measured on 2 cores with the server beside the
+// workers (docs/performance.md, "Pool size"): 16 queue consumers drained keyed
+// messages as fast as 4 with pools of 4, and 30–50 % slower with pools of 16; the
+// runtime ran as fast with either.
+func defaultMaxOpenConns() int { return max(4, runtime.GOMAXPROCS(0)) }
 
 // ErrNoSchema is the error Open wraps when Options.ExistingSchema is set and the
 // schema does not exist.
@@ -43,7 +54,7 @@ func Open(ctx context.Context, dsn string, o Options) (*sqlx.DB, error) {
 		o.Schema = "public"
 	}
 	if o.MaxOpenConns <= 0 {
-		o.MaxOpenConns = 16
+		o.MaxOpenConns = defaultMaxOpenConns()
 	}
 	if o.ConnMaxLifetime <= 0 {
 		o.ConnMaxLifetime = 30 * time.Minute

@@ -3,6 +3,7 @@ package pgdb_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,23 @@ func TestExistingSchema(t *testing.T) {
 	var got string
 	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&got); err != nil || got != schema {
 		t.Errorf("current_schema() = %q, %v; want %q", got, err, schema)
+	}
+}
+
+// The pool's default size follows GOMAXPROCS, with a floor of 4.
+func TestDefaultPoolSize(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	for _, procs := range []int{1, 2, 4, 16} {
+		prev := runtime.GOMAXPROCS(procs)
+		db, err := pgdb.Open(t.Context(), dsn, pgdb.Options{Schema: schema})
+		runtime.GOMAXPROCS(prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := db.Stats().MaxOpenConnections
+		db.Close()
+		if want := max(4, procs); got != want {
+			t.Errorf("GOMAXPROCS=%d: pool of %d connections, want %d", procs, got, want)
+		}
 	}
 }

@@ -59,6 +59,7 @@ func benchCmd(args []string, out io.Writer) error {
 	dir := fs.String("dir", "", "directory of the SQLite file (default: a temporary one)")
 	dsn := fs.String("dsn", os.Getenv("DUROQ_POSTGRES_DSN"), "PostgreSQL DSN (postgres backend; default $DUROQ_POSTGRES_DSN)")
 	syncMode := fs.String("sync", "normal", "SQLite synchronous mode: normal or full")
+	pool := fs.Int("pool", 0, "PostgreSQL connections per process (0: pgdb's default, GOMAXPROCS but at least 4)")
 	load := addLoadFlags(fs)
 	prefill := fs.Bool("prefill", false, "start every instance before the runtime (same as -concurrency 0)")
 	processes := fs.Int("processes", 0, "run the workload on this many worker processes, with starts from a separate client process\n"+
@@ -91,7 +92,7 @@ func benchCmd(args []string, out io.Writer) error {
 		}()
 	}
 	open := func() (*benchBackend, error) {
-		return openBenchBackend(ctx, *backend, *dir, *dsn, *syncMode)
+		return openBenchBackend(ctx, *backend, *dir, *dsn, *syncMode, *pool)
 	}
 	machine := fmt.Sprintf("%d CPUs, %s/%s, %s, %s", goruntime.NumCPU(), goruntime.GOOS, goruntime.GOARCH, goruntime.Version(), gcSettings())
 
@@ -207,11 +208,15 @@ func (b *benchBackend) Close() error {
 	return err
 }
 
-// openBenchBackend opens a fresh provider of the named backend and describes it.
-func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (*benchBackend, error) {
+// openBenchBackend opens a fresh provider of the named backend and describes it;
+// pool is a PostgreSQL provider's MaxOpenConns.
+func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string, pool int) (*benchBackend, error) {
 	sync := strings.ToUpper(syncMode)
 	if sync != "NORMAL" && sync != "FULL" {
 		return nil, fmt.Errorf("bench: -sync %q: want normal or full", syncMode)
+	}
+	if pool < 0 || pool > 0 && backend != "postgres" {
+		return nil, fmt.Errorf("bench: -pool %d: want a positive number of connections, with -backend postgres", pool)
 	}
 	switch backend {
 	case "sqlite", "sqlite-memory":
@@ -244,12 +249,16 @@ func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string) (
 		}
 		schema := fmt.Sprintf("duroq_bench_%d", time.Now().UnixNano())
 		drop := func() error { return dropSchema(dsn, schema) }
-		p, err := pgprovider.Open(ctx, dsn, pgprovider.Options{DB: pgdb.Options{Schema: schema}})
+		p, err := pgprovider.Open(ctx, dsn, pgprovider.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: pool}})
 		if err != nil {
 			return nil, errors.Join(err, drop())
 		}
-		return &benchBackend{Provider: p, setting: "PostgreSQL schema " + schema, remove: drop,
-			dbArgs: []string{"-dsn", dsn, "-schema", schema}}, nil
+		setting := "PostgreSQL schema " + schema + ", default pool"
+		if pool > 0 {
+			setting = fmt.Sprintf("PostgreSQL schema %s, pool of %d", schema, pool)
+		}
+		return &benchBackend{Provider: p, setting: setting, remove: drop,
+			dbArgs: []string{"-dsn", dsn, "-schema", schema, "-pool", strconv.Itoa(pool)}}, nil
 	}
 	return nil, fmt.Errorf("bench: unknown backend %q (want sqlite, sqlite-memory or postgres)", backend)
 }

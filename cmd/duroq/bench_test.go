@@ -209,3 +209,26 @@ func TestBenchNamesGCSettings(t *testing.T) {
 		t.Fatalf("the report does not name %s:\n%s", gcSettings(), out.String())
 	}
 }
+
+// -pool sizes a PostgreSQL provider's pool, and the report says so; the SQLite
+// backends refuse it rather than ignore it.
+func TestBenchPool(t *testing.T) {
+	var out strings.Builder
+	err := benchCmd([]string{"seq", "-n", "20", "-backend", "sqlite-memory", "-pool", "4"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "-pool 4") || !strings.Contains(err.Error(), "postgres") {
+		t.Errorf("bench -backend sqlite-memory -pool 4: %v, want an error naming -pool and the postgres backend", err)
+	}
+	dsn := os.Getenv("DUROQ_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("DUROQ_POSTGRES_DSN is not set")
+	}
+	for pool, want := range map[string]string{"0": "default pool", "3": "pool of 3"} {
+		out.Reset()
+		if err := benchCmd([]string{"seq", "-n", "20", "-backend", "postgres", "-dsn", dsn, "-pool", pool}, &out); err != nil {
+			t.Fatalf("bench -pool %s: %v\n%s", pool, err, out.String())
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("bench -pool %s: the report does not say %q:\n%s", pool, want, out.String())
+		}
+	}
+}

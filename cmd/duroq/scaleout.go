@@ -192,6 +192,7 @@ func benchProcess(args []string, stdin io.Reader, stdout io.Writer) error {
 	syncMode := fs.String("sync", "NORMAL", "SQLite synchronous mode")
 	dsn := fs.String("dsn", "", "PostgreSQL DSN")
 	schema := fs.String("schema", "", "PostgreSQL schema")
+	pool := fs.Int("pool", 0, "PostgreSQL connections (0: pgdb's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -206,7 +207,7 @@ func benchProcess(args []string, stdin io.Reader, stdout io.Writer) error {
 	if *path != "" {
 		p, err = sqliteprovider.Open(*path, sqliteprovider.Options{DB: sqlitedb.Options{Synchronous: *syncMode}})
 	} else {
-		p, err = pgprovider.Open(ctx, *dsn, pgprovider.Options{DB: pgdb.Options{Schema: *schema}})
+		p, err = pgprovider.Open(ctx, *dsn, pgprovider.Options{DB: pgdb.Options{Schema: *schema, MaxOpenConns: *pool}})
 	}
 	if err != nil {
 		return err

@@ -35,12 +35,12 @@
 //   - Connection: Options.DB (pgdb.Options, the settings every duroq PostgreSQL store
 //     shares). Schema (default "public") is created if missing and set as every
 //     connection's search_path, so deployments and tests can share a database in
-//     schemas of their own. MaxOpenConns bounds the pool (default 16): every
-//     concurrent call holds one connection for the length of its transaction, and
-//     this store opens no long-lived connection of its own. ConnMaxLifetime
-//     (default 30 minutes) recycles connections. pgx prepares each statement once per
-//     connection and reuses it (its statement cache), so no statement is parsed per
-//     call.
+//     schemas of their own. MaxOpenConns bounds the pool (default GOMAXPROCS, at
+//     least 4): every concurrent call holds one connection for the length of its
+//     transaction, and this store opens no long-lived connection of its own.
+//     ConnMaxLifetime (default 30 minutes) recycles connections. pgx prepares each
+//     statement once per connection and reuses it (its statement cache), so no
+//     statement is parsed per call.
 //   - Isolation: READ COMMITTED, the server's default, for the store's own
 //     transactions; a twin runs at whatever level the caller began. Correctness does
 //     not come from the isolation level but from keys and row locks (below). Should

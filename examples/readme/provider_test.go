@@ -97,7 +97,7 @@ func Example_provider() {
 // deployment opens on one schema to share the work. TestOpenSharedPostgres runs it.
 func openShared(ctx context.Context, dsn, schema string) (*adapter.Provider, error) {
 	p, err := pgprovider.Open(ctx, dsn, // dsn: e.g. "postgres://user@db-host:5432/app"
-		pgprovider.Options{DB: pgdb.Options{Schema: schema, MaxOpenConns: 16}}) // schema: e.g. "duroq"
+		pgprovider.Options{DB: pgdb.Options{Schema: schema}}) // schema: e.g. "duroq"
 	return p, err
 }
 
