@@ -221,7 +221,7 @@ const writerIdle = time.Second
 // another connection has written, so writes rotating over the pool would start
 // cold every time.
 type Writer struct {
-	mu    sync.Mutex
+	mu    turns
 	db    *sqlx.DB
 	conn  *sqlx.Conn
 	stmts map[string]*sqlx.Stmt // prepared on conn by ConnTx.Prepared
@@ -243,7 +243,7 @@ type Writer struct {
 
 // Run runs fn in a write transaction on the writer's connection (see sqltx.Run).
 func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	return w.exclusive(ctx, func(bg context.Context) error {
+	return w.exclusive(ctx, false, func(bg context.Context) error {
 		return sqltx.RunWith(bg, w.begin, func(tx *sqlx.Tx) error {
 			if err := fn(tx); err != nil {
 				return err
@@ -293,7 +293,21 @@ func (t *ConnTx) Prepared(ctx context.Context, query string) (*sqlx.Stmt, error)
 // it, and ends them at commit: for a transaction of one or two short statements,
 // those goroutines' wake-ups on other threads cost a fifth of its time.
 func (w *Writer) RunConn(ctx context.Context, fn func(tx *ConnTx) error) error {
-	return w.exclusive(ctx, func(bg context.Context) (err error) {
+	return w.runConn(ctx, false, fn)
+}
+
+// RunConnFirst is RunConn ahead of the transactions waiting for the writer that
+// are not first too: for a short write that a caller waits on (an Enqueue, which
+// starts an orchestration), so that it waits for the transaction in progress, not
+// for every batch the runtime queued before it. Measured under synchronous=FULL
+// with 16 goroutines starting orchestrations while a runtime drains them (`duroq
+// bench seq -n 3000 -sync full -concurrency 200`): see docs/performance.md.
+func (w *Writer) RunConnFirst(ctx context.Context, fn func(tx *ConnTx) error) error {
+	return w.runConn(ctx, true, fn)
+}
+
+func (w *Writer) runConn(ctx context.Context, first bool, fn func(tx *ConnTx) error) error {
+	return w.exclusive(ctx, first, func(bg context.Context) (err error) {
 		if err := w.beginStatement(bg); err != nil {
 			return fmt.Errorf("begin transaction: %w", err)
 		}
@@ -328,14 +342,14 @@ func (w *Writer) beginStatement(ctx context.Context) error {
 // cancelled transaction asynchronously, after the connection is already the next
 // writer's. Run's statements still stop on ctx (RunConn's run to completion), and
 // a transaction whose ctx ended rolls back here, before the writer is released.
-func (w *Writer) exclusive(ctx context.Context, tx func(bg context.Context) error) error {
+func (w *Writer) exclusive(ctx context.Context, first bool, tx func(bg context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		// database/sql closes a connection whose transaction begins with a done
 		// context: keep the writer's.
 		return fmt.Errorf("begin transaction: %w", err)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.mu.lock(first)
+	defer w.mu.unlock()
 	err := tx(context.WithoutCancel(ctx))
 	if err == nil {
 		w.writes.Add(1)
@@ -354,8 +368,8 @@ func (w *Writer) exclusive(ctx context.Context, tx func(bg context.Context) erro
 	case w.conn == nil: // nothing to hand back: dropped, or the database is closed
 	case w.idle == nil:
 		w.idle = time.AfterFunc(writerIdle, func() {
-			w.mu.Lock()
-			defer w.mu.Unlock()
+			w.mu.lock(false)
+			defer w.mu.unlock()
 			w.drop()
 		})
 	default:
@@ -405,8 +419,8 @@ func (w *Writer) stopCheckpoints() {
 // release hands the writer's connection back to the pool after the transaction in
 // progress, if any.
 func (w *Writer) release() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.mu.lock(false)
+	defer w.mu.unlock()
 	if w.idle != nil {
 		w.idle.Stop()
 	}

@@ -158,11 +158,16 @@ type runner interface {
 
 // run runs fn in one write transaction and wakes the queues it names afterwards.
 func (q *Queue) run(ctx context.Context, op string, fn func(tx runner) ([]string, error)) error {
+	return q.runOn(ctx, op, q.writer.RunConn, fn)
+}
+
+// runOn is run with the writer's method run.
+func (q *Queue) runOn(ctx context.Context, op string, run func(context.Context, func(*sqliteconn.ConnTx) error) error, fn func(tx runner) ([]string, error)) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
 	var wakeQueues []string
-	err := q.writer.RunConn(ctx, func(tx *sqliteconn.ConnTx) (err error) {
+	err := run(ctx, func(tx *sqliteconn.ConnTx) (err error) {
 		wakeQueues, err = fn(tx)
 		return err
 	})
@@ -226,7 +231,9 @@ func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
 // so that they share its commit (with synchronous=FULL, its fsync).
 func (q *Queue) enqueueRound(ctx context.Context, calls [][]mq.Message) error {
 	msgs := slices.Concat(calls...)
-	return q.run(ctx, "enqueue", func(tx runner) ([]string, error) {
+	// Ahead of the consumers' claims and settlements: a producer waits on its
+	// Enqueue (a client starting an orchestration), a consumer's batch grows.
+	return q.runOn(ctx, "enqueue", q.writer.RunConnFirst, func(tx runner) ([]string, error) {
 		return queueNames(msgs), q.insert(ctx, tx, "enqueue", msgs)
 	})
 }
