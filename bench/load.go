@@ -79,6 +79,10 @@ type Report struct {
 	ActPerSec      float64       `json:"activities_per_s"`     // Activities / Elapsed
 	// Latency from start request to completion.
 	P50, P95, P99 time.Duration
+	// StartP50 and StartP99 are how long a StartOrchestration call took, when the
+	// instances were started while the runtime ran (zero when started first).
+	StartP50 time.Duration `json:"start_p50_ns"`
+	StartP99 time.Duration `json:"start_p99_ns"`
 	// CPUPerOrch is the process's user+system CPU time per orchestration.
 	CPUPerOrch time.Duration `json:"cpu_per_orchestration_ns"`
 	// TxPerOrch is the provider's write transactions per orchestration (0 when the
@@ -97,6 +101,9 @@ func (r Report) String() string {
 		r.CPUPerOrch.Round(time.Microsecond))
 	if r.TxPerOrch > 0 {
 		s += fmt.Sprintf(" · %.1f write transactions per orchestration", r.TxPerOrch)
+	}
+	if r.StartP50 > 0 {
+		s += fmt.Sprintf(" · StartOrchestration p50 %v p99 %v", r.StartP50.Round(10*time.Microsecond), r.StartP99.Round(10*time.Microsecond))
 	}
 	return s + "\n  settings: " + r.Settings
 }
@@ -224,6 +231,8 @@ type driver struct {
 	mu        sync.Mutex
 	started   map[string]time.Time
 	latencies []time.Duration
+	starts    []time.Duration // how long each StartOrchestration call took
+	fed       bool            // the instances were started while the runtime ran (feed)
 	failures  []string
 	last      time.Time // the latest end
 }
@@ -244,9 +253,14 @@ func (d *driver) start(ctx context.Context, id string) error {
 	d.mu.Lock()
 	d.started[id] = time.Now()
 	d.mu.Unlock()
+	began := time.Now()
 	if err := d.client.StartOrchestration(ctx, id, d.cfg.Workload, ""); err != nil {
 		return err
 	}
+	took := time.Since(began)
+	d.mu.Lock()
+	d.starts = append(d.starts, took)
+	d.mu.Unlock()
 	if d.cfg.Workload == WorkloadEvents {
 		for k := range d.cfg.K {
 			if err := d.client.EnqueueEvent(ctx, id, "signal", strconv.Itoa(k)); err != nil {
@@ -270,6 +284,7 @@ func (d *driver) restart(t time.Time) {
 // each waiting for a slot when in-flight instances are bounded. The channel
 // reports the first failure.
 func (d *driver) feed(ctx context.Context) <-chan error {
+	d.fed = true
 	failed := make(chan error, 1)
 	const feeders = 16
 	var next atomic.Int64
@@ -349,17 +364,25 @@ func (d *driver) end(e Ended) bool {
 func (d *driver) report(elapsed, cpu time.Duration, unbounded string) Report {
 	cfg := d.cfg
 	slices.Sort(d.latencies)
-	pct := func(q float64) time.Duration {
-		return d.latencies[min(len(d.latencies)-1, int(q*float64(len(d.latencies))))]
+	pct := func(q float64) time.Duration { return percentile(d.latencies, q) }
+	var startP50, startP99 time.Duration
+	if d.fed {
+		slices.Sort(d.starts)
+		startP50, startP99 = percentile(d.starts, 0.50), percentile(d.starts, 0.99)
 	}
 	acts := cfg.N * activitiesPer(cfg)
 	o := cfg.Options
 	return Report{Workload: cfg.Workload, Orchestrations: cfg.N, Activities: acts, Elapsed: elapsed,
 		OrchPerSec: float64(cfg.N) / elapsed.Seconds(), ActPerSec: float64(acts) / elapsed.Seconds(),
-		P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), CPUPerOrch: cpu / time.Duration(cfg.N),
+		P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), StartP50: startP50, StartP99: startP99, CPUPerOrch: cpu / time.Duration(cfg.N),
 		Settings: fmt.Sprintf("n=%d k=%d f=%d activity-delay=%v timer-delay=%v concurrency=%d (0: %s) orchestration-dispatchers=%d workers=%d state-cache=%d (0: runtime defaults)",
 			cfg.N, cfg.K, cfg.F, cfg.ActivityDelay, cfg.TimerDelay, cfg.Concurrency, unbounded, o.OrchestrationConcurrency, o.WorkerConcurrency, o.StateCacheSize) +
 			tracing(o)}
+}
+
+// percentile returns the q-quantile of sorted (not empty).
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
 // tracing says whether the runtime traced the run.

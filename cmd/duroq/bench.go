@@ -253,9 +253,9 @@ func openBenchBackend(ctx context.Context, backend, dir, dsn, syncMode string, p
 		if err != nil {
 			return nil, errors.Join(err, drop())
 		}
-		setting := "PostgreSQL schema " + schema + ", default pool"
+		setting := "PostgreSQL schema " + schema + " (default pool)"
 		if pool > 0 {
-			setting = fmt.Sprintf("PostgreSQL schema %s, pool of %d", schema, pool)
+			setting = fmt.Sprintf("PostgreSQL schema %s (pool of %d)", schema, pool)
 		}
 		return &benchBackend{Provider: p, setting: setting, remove: drop,
 			dbArgs: []string{"-dsn", dsn, "-schema", schema, "-pool", strconv.Itoa(pool)}}, nil

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duroq/duroq/bench"
 	"github.com/duroq/duroq/internal/pgtest"
 )
 
@@ -39,7 +40,7 @@ func TestBenchLeavesNothingBehind(t *testing.T) {
 		if err := benchCmd([]string{"seq", "-n", "20", "-backend", "postgres", "-dsn", dsn}, &out); err != nil {
 			t.Fatalf("bench seq: %v\n%s", err, out.String())
 		}
-		m := regexp.MustCompile(`PostgreSQL schema (\S+)`).FindStringSubmatch(out.String())
+		m := regexp.MustCompile(`PostgreSQL schema (duroq_bench_\d+)`).FindStringSubmatch(out.String())
 		if m == nil {
 			t.Fatalf("the report names no schema:\n%s", out.String())
 		}
@@ -222,13 +223,34 @@ func TestBenchPool(t *testing.T) {
 	if dsn == "" {
 		t.Skip("DUROQ_POSTGRES_DSN is not set")
 	}
-	for pool, want := range map[string]string{"0": "default pool", "3": "pool of 3"} {
+	for pool, want := range map[string]string{"0": "(default pool)", "3": "(pool of 3)"} {
 		out.Reset()
 		if err := benchCmd([]string{"seq", "-n", "20", "-backend", "postgres", "-dsn", dsn, "-pool", pool}, &out); err != nil {
 			t.Fatalf("bench -pool %s: %v\n%s", pool, err, out.String())
 		}
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("bench -pool %s: the report does not say %q:\n%s", pool, want, out.String())
+		}
+	}
+}
+
+// With starts arriving while the runtime runs, the report says how long a start
+// took; with every instance started first, it does not.
+func TestBenchReportsStartLatency(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{{[]string{"-concurrency", "50"}, true}, {nil, false}} {
+		var out strings.Builder
+		if err := benchCmd(append([]string{"seq", "-n", "200", "-backend", "sqlite-memory", "-json"}, c.args...), &out); err != nil {
+			t.Fatalf("bench seq %v: %v\n%s", c.args, err, out.String())
+		}
+		var r bench.Report
+		if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+			t.Fatalf("report: %v\n%s", err, out.String())
+		}
+		if got := r.StartP50 > 0 && r.StartP99 >= r.StartP50; got != c.want {
+			t.Errorf("bench seq %v: StartOrchestration p50 %v p99 %v; want them measured: %v", c.args, r.StartP50, r.StartP99, c.want)
 		}
 	}
 }
