@@ -37,11 +37,12 @@ type Options struct {
 
 // defaultMaxOpenConns is the pool size Open uses when Options.MaxOpenConns is not
 // set. duroq's transactions are short and batched, so a process gains nothing from
-// running more of them at once than it has cores to build them, and each one more is
-// a server backend competing for the server's cores. Measured on 2 cores with the server beside the
-// workers (docs/performance.md, "Pool size"): 16 queue consumers drained keyed
-// messages as fast as 4 with pools of 4, and 30–50 % slower with pools of 16; the
-// runtime ran as fast with either.
+// running more of them at once than it has cores to build them, and each one more
+// is a server backend competing for the server's cores. Measured on 2 cores with
+// the server beside the workers (docs/performance.md, "Pool size"): 16 queue
+// consumers drained keyed messages as fast as 4 with pools of 4, and 30–50 % slower
+// with pools of 16; the runtime ran as fast with either, though a start made by a
+// process that also runs the runtime waits longer for a connection under load.
 func defaultMaxOpenConns() int { return max(4, runtime.GOMAXPROCS(0)) }
 
 // ErrNoSchema is the error Open wraps when Options.ExistingSchema is set and the

@@ -296,10 +296,10 @@ func (w *Writer) RunConn(ctx context.Context, fn func(tx *ConnTx) error) error {
 	return w.runConn(ctx, false, fn)
 }
 
-// RunConnFirst is RunConn ahead of the transactions waiting for the writer that
-// are not first too: for a short write that a caller waits on (an Enqueue, which
-// starts an orchestration), so that it waits for the transaction in progress, not
-// for every batch the runtime queued before it. Measured under synchronous=FULL
+// RunConnFirst is RunConn, its transaction going ahead of every waiting one that
+// did not ask to go first: for a short write that a caller waits on (an Enqueue
+// that starts an orchestration), so that it waits for the transaction in progress,
+// not for every batch the runtime queued before it. Measured under synchronous=FULL
 // with 16 goroutines starting orchestrations while a runtime drains them (`duroq
 // bench seq -n 3000 -sync full -concurrency 200`): see docs/performance.md.
 func (w *Writer) RunConnFirst(ctx context.Context, fn func(tx *ConnTx) error) error {

@@ -161,7 +161,8 @@ func (q *Queue) run(ctx context.Context, op string, fn func(tx runner) ([]string
 	return q.runOn(ctx, op, q.writer.RunConn, fn)
 }
 
-// runOn is run with the writer's method run.
+// runOn is run, with run the writer's method for the transaction (RunConn or
+// RunConnFirst).
 func (q *Queue) runOn(ctx context.Context, op string, run func(context.Context, func(*sqliteconn.ConnTx) error) error, fn func(tx runner) ([]string, error)) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
@@ -231,8 +232,9 @@ func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
 // so that they share its commit (with synchronous=FULL, its fsync).
 func (q *Queue) enqueueRound(ctx context.Context, calls [][]mq.Message) error {
 	msgs := slices.Concat(calls...)
-	// Ahead of the consumers' claims and settlements: a producer waits on its
-	// Enqueue (a client starting an orchestration), a consumer's batch grows.
+	// Ahead of the other waiting writers (the runtime's batches, consumers' claims
+	// and settlements): a producer waits on its Enqueue (a client starting an
+	// orchestration), and the batches it passes grow by what arrived meanwhile.
 	return q.runOn(ctx, "enqueue", q.writer.RunConnFirst, func(tx runner) ([]string, error) {
 		return queueNames(msgs), q.insert(ctx, tx, "enqueue", msgs)
 	})
