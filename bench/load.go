@@ -79,9 +79,10 @@ type Report struct {
 	ActPerSec      float64       `json:"activities_per_s"`     // Activities / Elapsed
 	// Latency from start request to completion.
 	P50, P95, P99 time.Duration
-	// StartP50 and StartP99 are how long a StartOrchestration call took, when the
-	// instances were started while the runtime ran (zero when started first).
+	// StartP50 is how long a StartOrchestration call took (median), when the
+	// instances were started while the runtime ran; zero when started first.
 	StartP50 time.Duration `json:"start_p50_ns"`
+	// StartP99 is StartP50's 99th percentile.
 	StartP99 time.Duration `json:"start_p99_ns"`
 	// CPUPerOrch is the process's user+system CPU time per orchestration.
 	CPUPerOrch time.Duration `json:"cpu_per_orchestration_ns"`
