@@ -302,7 +302,21 @@ func classify(op string, err error) error {
 
 // WriteTransactions counts the queue and store transactions that changed state
 // (fetches that returned work, acks, abandons, renewals, enqueues), for load reports.
-func (p *Provider) WriteTransactions() uint64 { return p.writes.Load() }
+// Concurrent enqueues (starts, events) that share a commit count once when the
+// queue says how many transactions its Enqueue calls made (enqueueRounder).
+func (p *Provider) WriteTransactions() uint64 {
+	if r, ok := p.q.(enqueueRounder); ok {
+		return p.writes.Load() + uint64(r.EnqueueRounds())
+	}
+	return p.writes.Load()
+}
+
+// enqueueRounder is a queue whose concurrent Enqueue calls share transactions
+// (mq/sqlite, mq/postgres).
+type enqueueRounder interface {
+	// EnqueueRounds reports how many transactions the queue's Enqueue calls made.
+	EnqueueRounds() int64
+}
 
 // wrote classifies err from op and counts the transaction when it committed.
 func (p *Provider) wrote(op string, err error) error {
@@ -310,4 +324,13 @@ func (p *Provider) wrote(op string, err error) error {
 		p.writes.Add(1)
 	}
 	return classify(op, err)
+}
+
+// enqueued is wrote for a MessageQueue.Enqueue call: a queue that counts its
+// commits counts it (see WriteTransactions).
+func (p *Provider) enqueued(op string, err error) error {
+	if _, ok := p.q.(enqueueRounder); ok {
+		return classify(op, err)
+	}
+	return p.wrote(op, err)
 }

@@ -3,8 +3,10 @@ package adapter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/duroq/duroq/adapter"
@@ -170,4 +172,46 @@ func TestRuntimePostgres(t *testing.T) {
 		NewStore: newStore,
 		Open:     openPostgres,
 	})
+}
+
+// WriteTransactions counts a group-committed start once per shared commit, not
+// once per start: concurrent starts on SQLite add what the queue's Enqueue rounds
+// add, and the memory queue, which counts no rounds, one per start.
+func TestWriteTransactionsCountSharedStarts(t *testing.T) {
+	rounds := func(p *adapter.Provider) int64 {
+		if r, ok := p.Queue().(interface{ EnqueueRounds() int64 }); ok {
+			return r.EnqueueRounds()
+		}
+		return -1
+	}
+	sqlite, err := sqliteprovider.Open(filepath.Join(t.TempDir(), "duroq.db"), sqliteprovider.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlite.Close()
+	for name, p := range map[string]*adapter.Provider{"sqlite": sqlite, "memory": adapter.NewMemory(adapter.Options{})} {
+		t.Run(name, func(t *testing.T) {
+			const starts = 32
+			writes0, rounds0 := p.WriteTransactions(), rounds(p)
+			var wg sync.WaitGroup
+			for i := range starts {
+				wg.Go(func() {
+					item := provider.WorkItem{Kind: provider.WorkStartOrchestration, Instance: fmt.Sprintf("shared-%d", i),
+						ExecutionID: provider.InitialExecutionID, Name: "O"}
+					if err := p.StartInstance(t.Context(), item, provider.StartReturnExisting); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			got := p.WriteTransactions() - writes0
+			want := uint64(starts)
+			if rounds0 >= 0 {
+				want = uint64(rounds(p) - rounds0)
+			}
+			if got != want {
+				t.Errorf("%d concurrent starts counted %d write transactions, want %d", starts, got, want)
+			}
+		})
+	}
 }

@@ -344,5 +344,5 @@ func (p *Provider) EnqueueForOrchestrator(ctx context.Context, item provider.Wor
 	if err != nil {
 		return classify(op, err)
 	}
-	return p.wrote(op, p.q.Enqueue(ctx, m))
+	return p.enqueued(op, p.q.Enqueue(ctx, m))
 }

@@ -39,7 +39,7 @@ func (p *Provider) StartInstance(ctx context.Context, item provider.WorkItem, po
 		if errors.Is(err, mq.ErrDuplicateKey) {
 			return nil // its start is pending: that one starts it
 		}
-		return p.wrote(op, err)
+		return p.enqueued(op, err)
 	case provider.StartRejectExisting, provider.StartAfterEnded:
 	default:
 		return classify(op, fmt.Errorf("%w: unknown start policy %d", provider.ErrInvalid, policy))

@@ -93,5 +93,5 @@ func (p *Provider) EnqueueForWorker(ctx context.Context, item provider.WorkItem)
 	if err != nil {
 		return classify(op, err)
 	}
-	return p.wrote(op, p.q.Enqueue(ctx, m))
+	return p.enqueued(op, p.q.Enqueue(ctx, m))
 }

@@ -17,8 +17,5 @@ func Channel(ctx context.Context, q *Queue) (string, error) {
 	return ch, err
 }
 
-// EnqueueRounds reports how many transactions q's Enqueue calls shared.
-func EnqueueRounds(q *Queue) int64 { return q.enqueues.Rounds() }
-
 // NotifyEvery spaces one Queue's NOTIFY statements.
 const NotifyEvery = notifyEvery

@@ -309,6 +309,11 @@ func nullable(s string) *string {
 	return &s
 }
 
+// EnqueueRounds reports how many transactions this Queue's Enqueue calls have run
+// in: concurrent calls share one (group commit), so this is at most the number of
+// calls. Load reports count commits with it.
+func (q *Queue) EnqueueRounds() int64 { return q.enqueues.Rounds() }
+
 // Enqueue implements mq.MessageQueue. Concurrent calls share a transaction (see
 // groupcommit): one statement (one implicit transaction) for up to 1000 messages,
 // one transaction for more.

@@ -216,6 +216,11 @@ func corrupt(err error) bool {
 	return ok && (se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB)
 }
 
+// EnqueueRounds reports how many transactions this Queue's Enqueue calls have run
+// in: concurrent calls share one (group commit), so this is at most the number of
+// calls. Load reports count commits with it.
+func (q *Queue) EnqueueRounds() int64 { return q.enqueues.Rounds() }
+
 // Enqueue implements mq.MessageQueue: all messages in one transaction.
 func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
 	msgs = mq.Traced(ctx, msgs)
