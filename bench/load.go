@@ -365,7 +365,6 @@ func (d *driver) end(e Ended) bool {
 func (d *driver) report(elapsed, cpu time.Duration, unbounded string) Report {
 	cfg := d.cfg
 	slices.Sort(d.latencies)
-	pct := func(q float64) time.Duration { return percentile(d.latencies, q) }
 	var startP50, startP99 time.Duration
 	if d.fed {
 		slices.Sort(d.starts)
@@ -375,7 +374,7 @@ func (d *driver) report(elapsed, cpu time.Duration, unbounded string) Report {
 	o := cfg.Options
 	return Report{Workload: cfg.Workload, Orchestrations: cfg.N, Activities: acts, Elapsed: elapsed,
 		OrchPerSec: float64(cfg.N) / elapsed.Seconds(), ActPerSec: float64(acts) / elapsed.Seconds(),
-		P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), StartP50: startP50, StartP99: startP99, CPUPerOrch: cpu / time.Duration(cfg.N),
+		P50: percentile(d.latencies, 0.50), P95: percentile(d.latencies, 0.95), P99: percentile(d.latencies, 0.99), StartP50: startP50, StartP99: startP99, CPUPerOrch: cpu / time.Duration(cfg.N),
 		Settings: fmt.Sprintf("n=%d k=%d f=%d activity-delay=%v timer-delay=%v concurrency=%d (0: %s) orchestration-dispatchers=%d workers=%d state-cache=%d (0: runtime defaults)",
 			cfg.N, cfg.K, cfg.F, cfg.ActivityDelay, cfg.TimerDelay, cfg.Concurrency, unbounded, o.OrchestrationConcurrency, o.WorkerConcurrency, o.StateCacheSize) +
 			tracing(o)}

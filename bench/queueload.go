@@ -168,6 +168,5 @@ func QueueCycle(ctx context.Context, q mq.MessageQueue, n int) (CycleReport, err
 	}
 	total := time.Since(began)
 	slices.Sort(lat)
-	pct := func(p float64) time.Duration { return lat[min(n-1, int(p*float64(n)))] }
-	return CycleReport{Cycles: n, PerSec: float64(n) / total.Seconds(), P50: pct(0.50), P99: pct(0.99)}, nil
+	return CycleReport{Cycles: n, PerSec: float64(n) / total.Seconds(), P50: percentile(lat, 0.50), P99: percentile(lat, 0.99)}, nil
 }
