@@ -50,6 +50,9 @@ type Provider struct {
 	log       *slog.Logger
 	db        io.Closer // the database Open was given, closed last by Close
 	writes    atomic.Uint64
+	// rounds is q when its concurrent Enqueue calls share transactions that it
+	// counts (see WriteTransactions); nil otherwise.
+	rounds enqueueRounder
 }
 
 var (
@@ -86,8 +89,9 @@ func New(q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, erro
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	rounds, _ := q.(enqueueRounder)
 	return &Provider{q: q, s: s, b: b, orchQ: o.OrchestratorQueue, workQ: o.WorkerQueue, now: o.Now,
-		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger}, nil
+		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, rounds: rounds}, nil
 }
 
 // Migrator is a queue or a store whose tables must be created or upgraded before
@@ -305,8 +309,8 @@ func classify(op string, err error) error {
 // Concurrent enqueues (starts, events) that share a commit count once when the
 // queue says how many transactions its Enqueue calls made (enqueueRounder).
 func (p *Provider) WriteTransactions() uint64 {
-	if r, ok := p.q.(enqueueRounder); ok {
-		return p.writes.Load() + uint64(r.EnqueueRounds())
+	if p.rounds != nil {
+		return p.writes.Load() + uint64(p.rounds.EnqueueRounds())
 	}
 	return p.writes.Load()
 }
@@ -329,7 +333,7 @@ func (p *Provider) wrote(op string, err error) error {
 // enqueued is wrote for a MessageQueue.Enqueue call: a queue that counts its
 // commits counts it (see WriteTransactions).
 func (p *Provider) enqueued(op string, err error) error {
-	if _, ok := p.q.(enqueueRounder); ok {
+	if p.rounds != nil {
 		return classify(op, err)
 	}
 	return p.wrote(op, err)
