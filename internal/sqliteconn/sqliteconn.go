@@ -222,6 +222,7 @@ const writerIdle = time.Second
 // cold every time.
 type Writer struct {
 	mu    turns
+	rides rides // writes waiting to ride along in the next transaction (RunAlong)
 	db    *sqlx.DB
 	conn  *sqlx.Conn
 	stmts map[string]*sqlx.Stmt // prepared on conn by ConnTx.Prepared
@@ -242,13 +243,17 @@ type Writer struct {
 }
 
 // Run runs fn in a write transaction on the writer's connection (see sqltx.Run).
+// The transaction also carries the writes waiting to ride along (see RunAlong).
 func (w *Writer) Run(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	return w.exclusive(ctx, false, func(bg context.Context) error {
+	return w.exclusive(ctx, func(bg context.Context) error {
 		return sqltx.RunWith(bg, w.begin, func(tx *sqlx.Tx) error {
 			if err := fn(tx); err != nil {
 				return err
 			}
-			return ctx.Err()
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return w.carry(bg, tx)
 		})
 	})
 }
@@ -293,21 +298,13 @@ func (t *ConnTx) Prepared(ctx context.Context, query string) (*sqlx.Stmt, error)
 // it, and ends them at commit: for a transaction of one or two short statements,
 // those goroutines' wake-ups on other threads cost a fifth of its time.
 func (w *Writer) RunConn(ctx context.Context, fn func(tx *ConnTx) error) error {
-	return w.runConn(ctx, false, fn)
+	return w.exclusive(ctx, w.connTx(ctx, fn))
 }
 
-// RunConnFirst is RunConn, its transaction going ahead of every waiting one that
-// did not ask to go first: for a short write that a caller waits on (an Enqueue
-// that starts an orchestration), so that it waits for the transaction in progress,
-// not for every batch the runtime queued before it. Measured under synchronous=FULL
-// with 16 goroutines starting orchestrations while a runtime drains them (`duroq
-// bench seq -n 3000 -sync full -concurrency 200`): see docs/performance.md.
-func (w *Writer) RunConnFirst(ctx context.Context, fn func(tx *ConnTx) error) error {
-	return w.runConn(ctx, true, fn)
-}
-
-func (w *Writer) runConn(ctx context.Context, first bool, fn func(tx *ConnTx) error) error {
-	return w.exclusive(ctx, first, func(bg context.Context) (err error) {
+// connTx returns the transaction RunConn runs: fn's statements between BEGIN and
+// COMMIT on the writer's connection, for exclusive or hold to run.
+func (w *Writer) connTx(ctx context.Context, fn func(tx *ConnTx) error) func(bg context.Context) error {
+	return func(bg context.Context) (err error) {
 		if err := w.beginStatement(bg); err != nil {
 			return fmt.Errorf("begin transaction: %w", err)
 		}
@@ -317,17 +314,21 @@ func (w *Writer) runConn(ctx context.Context, first bool, fn func(tx *ConnTx) er
 				panic(p)
 			}
 		}()
-		if err := fn(&ConnTx{Conn: w.conn, w: w}); err != nil {
+		tx := &ConnTx{Conn: w.conn, w: w}
+		if err := fn(tx); err != nil {
 			return err // exclusive rolls it back
 		}
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := w.carry(bg, tx); err != nil {
 			return err
 		}
 		if _, err := w.conn.ExecContext(bg, "COMMIT"); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
 		return nil
-	})
+	}
 }
 
 // beginStatement begins a write transaction on the writer's connection with a
@@ -342,15 +343,23 @@ func (w *Writer) beginStatement(ctx context.Context) error {
 // cancelled transaction asynchronously, after the connection is already the next
 // writer's. Run's statements still stop on ctx (RunConn's run to completion), and
 // a transaction whose ctx ended rolls back here, before the writer is released.
-func (w *Writer) exclusive(ctx context.Context, first bool, tx func(bg context.Context) error) error {
+func (w *Writer) exclusive(ctx context.Context, tx func(bg context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		// database/sql closes a connection whose transaction begins with a done
 		// context: keep the writer's.
 		return fmt.Errorf("begin transaction: %w", err)
 	}
-	w.mu.lock(first)
+	w.mu.lock(false)
+	return w.hold(ctx, tx)
+}
+
+// hold is exclusive once the caller holds the writer, which it releases.
+func (w *Writer) hold(ctx context.Context, tx func(bg context.Context) error) error {
 	defer w.mu.unlock()
+	committed := false
+	defer func() { w.rides.settle(committed) }() // before the unlock, even on a panic
 	err := tx(context.WithoutCancel(ctx))
+	committed = err == nil
 	if err == nil {
 		w.writes.Add(1)
 		if w.connect != nil && w.checkpointing.CompareAndSwap(false, true) {

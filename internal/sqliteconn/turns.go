@@ -4,9 +4,10 @@ import "sync"
 
 // turns is the Writer's mutual exclusion: a lock handed to its waiters in the
 // order they came, except that a waiter that asked to go first is handed it before
-// every waiter that did not. A client's small write (RunConnFirst) then waits for
-// the transaction in progress only, not for every runtime batch queued before it;
-// the batches it passes grow by what arrives meanwhile.
+// every waiter that did not. A client's small write that no transaction carried
+// (RunAlong) then waits for the transaction in progress only, not for every
+// runtime batch queued before it; the batches it passes grow by what arrives
+// meanwhile.
 type turns struct {
 	mu           sync.Mutex
 	held         bool

@@ -66,6 +66,8 @@ type Queue struct {
 	unwatch func()
 	// enqueues groups concurrent Enqueue calls into shared transactions.
 	enqueues *groupcommit.Group[[]mq.Message]
+	// enqueueCommits counts the transactions of their own enqueues committed.
+	enqueueCommits atomic.Int64
 	// dedupSweep paces the deletion of expired deduplication ids.
 	dedupSweep mqsql.Sweeper
 }
@@ -150,35 +152,30 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
 
 // runner is what a queue operation's statements run on: the caller's *sqlx.Tx (the
-// *Tx methods) or the writer's transaction (run).
-type runner interface {
-	sqlx.QueryerContext
-	sqlx.ExecerContext
-}
+// *Tx methods) or the writer's transaction (run, enqueueRound).
+type runner = sqliteconn.Runner
 
 // run runs fn in one write transaction and wakes the queues it names afterwards.
 func (q *Queue) run(ctx context.Context, op string, fn func(tx runner) ([]string, error)) error {
-	return q.runOn(ctx, op, q.writer.RunConn, fn)
-}
-
-// runOn is run, with run the writer's method for the transaction (RunConn or
-// RunConnFirst).
-func (q *Queue) runOn(ctx context.Context, op string, run func(context.Context, func(*sqliteconn.ConnTx) error) error, fn func(tx runner) ([]string, error)) error {
 	if q.closed.Load() {
 		return mq.Closed(op)
 	}
 	var wakeQueues []string
-	err := run(ctx, func(tx *sqliteconn.ConnTx) (err error) {
+	err := q.writer.RunConn(ctx, func(tx *sqliteconn.ConnTx) (err error) {
 		wakeQueues, err = fn(tx)
 		return err
 	})
 	if err != nil {
 		return wrap(op, err)
 	}
-	for _, name := range wakeQueues {
+	q.wake(wakeQueues)
+	return nil
+}
+
+func (q *Queue) wake(queues []string) {
+	for _, name := range queues {
 		q.hub.Notify(name)
 	}
-	return nil
 }
 
 // wrap names op in errors that do not already come from the mq package or a
@@ -216,10 +213,11 @@ func corrupt(err error) bool {
 	return ok && (se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB)
 }
 
-// EnqueueRounds reports how many transactions this Queue's Enqueue calls have run
-// in: concurrent calls share one (group commit), so this is at most the number of
-// calls. Load reports count commits with it.
-func (q *Queue) EnqueueRounds() int64 { return q.enqueues.Rounds() }
+// EnqueueRounds reports how many transactions of their own this Queue's Enqueue
+// calls have committed: concurrent calls share one (group commit), and a round
+// that rides along in another transaction of the process (see enqueueRound) makes
+// none, so this is at most the number of calls. Load reports count commits with it.
+func (q *Queue) EnqueueRounds() int64 { return q.enqueueCommits.Load() }
 
 // Enqueue implements mq.MessageQueue: all messages in one transaction.
 func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
@@ -233,16 +231,29 @@ func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
 	return q.enqueues.Do(ctx, msgs)
 }
 
-// enqueueRound stores the messages of concurrent Enqueue calls in one transaction,
-// so that they share its commit (with synchronous=FULL, its fsync).
+// enqueueRound stores the messages of concurrent Enqueue calls together, so that
+// they share a commit (with synchronous=FULL, its fsync): that of the transaction
+// holding the writer if there is one (the runtime's batches, consumers' claims and
+// settlements), or else one of their own that goes ahead of the waiting writers (see
+// sqliteconn.Writer.RunAlong). A producer waits on its Enqueue (a client starting
+// an orchestration), and the batches it passes grow by what arrived meanwhile.
 func (q *Queue) enqueueRound(ctx context.Context, calls [][]mq.Message) error {
+	const op = "enqueue"
+	if q.closed.Load() {
+		return mq.Closed(op)
+	}
 	msgs := slices.Concat(calls...)
-	// Ahead of the other waiting writers (the runtime's batches, consumers' claims
-	// and settlements): a producer waits on its Enqueue (a client starting an
-	// orchestration), and the batches it passes grow by what arrived meanwhile.
-	return q.runOn(ctx, "enqueue", q.writer.RunConnFirst, func(tx runner) ([]string, error) {
-		return queueNames(msgs), q.insert(ctx, tx, "enqueue", msgs)
+	alone, err := q.writer.RunAlong(ctx, func(ctx context.Context, tx sqliteconn.Runner) error {
+		return q.insert(ctx, tx, op, msgs)
 	})
+	if err != nil {
+		return wrap(op, err)
+	}
+	if alone {
+		q.enqueueCommits.Add(1)
+	}
+	q.wake(queueNames(msgs))
+	return nil
 }
 
 func queueNames(msgs []mq.Message) []string {
