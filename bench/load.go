@@ -84,6 +84,11 @@ type Report struct {
 	StartP50 time.Duration `json:"start_p50_ns"`
 	// StartP99 is StartP50's 99th percentile.
 	StartP99 time.Duration `json:"start_p99_ns"`
+	// StartsPerSec is the rate of StartOrchestration calls, from the first call
+	// to the last one's return, when the instances were started while the runtime
+	// ran: with Concurrency at least N, how fast clients can start instances while
+	// the runtime drains those started before.
+	StartsPerSec float64 `json:"starts_per_s"`
 	// CPUPerOrch is the process's user+system CPU time per orchestration.
 	CPUPerOrch time.Duration `json:"cpu_per_orchestration_ns"`
 	// TxPerOrch is the provider's write transactions per orchestration (0 when the
@@ -104,7 +109,7 @@ func (r Report) String() string {
 		s += fmt.Sprintf(" · %.1f write transactions per orchestration", r.TxPerOrch)
 	}
 	if r.StartP50 > 0 {
-		s += fmt.Sprintf(" · StartOrchestration p50 %v p99 %v", r.StartP50.Round(10*time.Microsecond), r.StartP99.Round(10*time.Microsecond))
+		s += fmt.Sprintf(" · StartOrchestration p50 %v p99 %v, %.0f starts/s", r.StartP50.Round(10*time.Microsecond), r.StartP99.Round(10*time.Microsecond), r.StartsPerSec)
 	}
 	return s + "\n  settings: " + r.Settings
 }
@@ -234,6 +239,8 @@ type driver struct {
 	latencies []time.Duration
 	starts    []time.Duration // how long each StartOrchestration call took
 	fed       bool            // the instances were started while the runtime ran (feed)
+	startsAt  time.Time       // when feed's first StartOrchestration call began
+	startsEnd time.Time       // when the latest StartOrchestration call returned
 	failures  []string
 	last      time.Time // the latest end
 }
@@ -258,9 +265,12 @@ func (d *driver) start(ctx context.Context, id string) error {
 	if err := d.client.StartOrchestration(ctx, id, d.cfg.Workload, ""); err != nil {
 		return err
 	}
-	took := time.Since(began)
+	now := time.Now()
 	d.mu.Lock()
-	d.starts = append(d.starts, took)
+	d.starts = append(d.starts, now.Sub(began))
+	if now.After(d.startsEnd) {
+		d.startsEnd = now
+	}
 	d.mu.Unlock()
 	if d.cfg.Workload == WorkloadEvents {
 		for k := range d.cfg.K {
@@ -286,6 +296,7 @@ func (d *driver) restart(t time.Time) {
 // reports the first failure.
 func (d *driver) feed(ctx context.Context) <-chan error {
 	d.fed = true
+	d.startsAt = time.Now()
 	failed := make(chan error, 1)
 	const feeders = 16
 	var next atomic.Int64
@@ -366,15 +377,17 @@ func (d *driver) report(elapsed, cpu time.Duration, unbounded string) Report {
 	cfg := d.cfg
 	slices.Sort(d.latencies)
 	var startP50, startP99 time.Duration
+	var startRate float64
 	if d.fed {
 		slices.Sort(d.starts)
 		startP50, startP99 = percentile(d.starts, 0.50), percentile(d.starts, 0.99)
+		startRate = float64(len(d.starts)) / d.startsEnd.Sub(d.startsAt).Seconds()
 	}
 	acts := cfg.N * activitiesPer(cfg)
 	o := cfg.Options
 	return Report{Workload: cfg.Workload, Orchestrations: cfg.N, Activities: acts, Elapsed: elapsed,
 		OrchPerSec: float64(cfg.N) / elapsed.Seconds(), ActPerSec: float64(acts) / elapsed.Seconds(),
-		P50: percentile(d.latencies, 0.50), P95: percentile(d.latencies, 0.95), P99: percentile(d.latencies, 0.99), StartP50: startP50, StartP99: startP99, CPUPerOrch: cpu / time.Duration(cfg.N),
+		P50: percentile(d.latencies, 0.50), P95: percentile(d.latencies, 0.95), P99: percentile(d.latencies, 0.99), StartP50: startP50, StartP99: startP99, StartsPerSec: startRate, CPUPerOrch: cpu / time.Duration(cfg.N),
 		Settings: fmt.Sprintf("n=%d k=%d f=%d activity-delay=%v timer-delay=%v concurrency=%d (0: %s) orchestration-dispatchers=%d workers=%d state-cache=%d (0: runtime defaults)",
 			cfg.N, cfg.K, cfg.F, cfg.ActivityDelay, cfg.TimerDelay, cfg.Concurrency, unbounded, o.OrchestrationConcurrency, o.WorkerConcurrency, o.StateCacheSize) +
 			tracing(o)}

@@ -56,12 +56,12 @@ func (r scaleOutReport) String() string {
 		total += c
 	}
 	return fmt.Sprintf("%s: %d worker processes, starts from a client process: %d orchestrations in %v: %.0f orchestrations/s, %.0f activities/s\n"+
-		"  latency from start to end p50 %v p95 %v p99 %v · StartOrchestration p50 %v p99 %v\n"+
+		"  latency from start to end p50 %v p95 %v p99 %v · StartOrchestration p50 %v p99 %v, %.0f starts/s\n"+
 		"  CPU (user+system, %% of a core over the run): workers %s · client %.2fs · %v per orchestration in all\n"+
 		"  settings: %s",
 		r.Workload, r.Processes, r.Orchestrations, r.Elapsed.Round(time.Millisecond), r.OrchPerSec, r.ActPerSec,
 		r.P50.Round(10*time.Microsecond), r.P95.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond),
-		r.StartP50.Round(10*time.Microsecond), r.StartP99.Round(10*time.Microsecond),
+		r.StartP50.Round(10*time.Microsecond), r.StartP99.Round(10*time.Microsecond), r.StartsPerSec,
 		strings.Join(cpu, ", "), r.ClientCPU.Seconds(), (total / time.Duration(r.Orchestrations)).Round(time.Microsecond), r.Settings)
 }
 
