@@ -43,7 +43,7 @@ workloads:
   events   N instances × K events delivered through each instance's event queue
   queue    raw queue: enqueue 10×N messages, then drain them through mq.Consumer (un-keyed, keyed 1 and 10 per key,
            1, 16 and 64 concurrent handlers; 4 and 16 consumers of 64, 4 of 256); then N send-receive-ack
-           cycles one message at a time
+           cycles one message at a time. -consumers C -handlers H [-per-key K] runs that one load alone
 
 flags:`
 
@@ -67,6 +67,9 @@ func benchCmd(args []string, out io.Writer) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	memprofile := fs.String("memprofile", "", "write a heap profile (what the run allocated: go tool pprof -sample_index=alloc_space) to this file")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	consumers := fs.Int("consumers", 0, "queue: run only the load of this many consumers (0: every standard load, then the cycle)")
+	handlers := fs.Int("handlers", 1, "queue, with -consumers: batches each consumer handles at once")
+	perKey := fs.Int("per-key", 0, "queue, with -consumers: messages per routing key (0: un-keyed)")
 	fs.Parse(args[1:])
 
 	// SIGPIPE too: piped into head, the benchmark would otherwise die at its next line
@@ -97,7 +100,14 @@ func benchCmd(args []string, out io.Writer) error {
 	machine := fmt.Sprintf("%d CPUs, %s/%s, %s, %s", goruntime.NumCPU(), goruntime.GOOS, goruntime.GOARCH, goruntime.Version(), gcSettings())
 
 	if workload == "queue" {
-		return queueBench(ctx, out, open, *load.n, *asJSON, machine)
+		loads := queueConfigs
+		if *consumers > 0 {
+			loads = []bench.QueueConfig{{Consumers: *consumers, Concurrency: *handlers, PerKey: *perKey}}
+		}
+		return queueBench(ctx, out, open, loads, *consumers == 0, *load.n, *asJSON, machine)
+	}
+	if *consumers > 0 {
+		return errors.New("bench: -consumers is a flag of the queue workload")
 	}
 
 	cfg := load.config(workload)
@@ -289,12 +299,12 @@ var queueConfigs = []bench.QueueConfig{
 	{Consumers: 4, Concurrency: 256}, {Consumers: 4, Concurrency: 256, PerKey: 10},
 }
 
-// queueBench runs `duroq bench queue`: each load of queueConfigs and the cycle, each
+// queueBench runs `duroq bench queue`: each of loads and, if cycle, the cycle, each
 // on a fresh backend.
-func queueBench(ctx context.Context, out io.Writer, open func() (*benchBackend, error), n int, asJSON bool, machine string) error {
+func queueBench(ctx context.Context, out io.Writer, open func() (*benchBackend, error), loads []bench.QueueConfig, cycle bool, n int, asJSON bool, machine string) error {
 	var res struct {
 		Loads []bench.QueueReport `json:"loads"`
-		Cycle bench.CycleReport   `json:"cycle"`
+		Cycle *bench.CycleReport  `json:"cycle,omitempty"`
 	}
 	run := func(measure func(q mq.MessageQueue) (fmt.Stringer, error)) error {
 		p, err := open()
@@ -308,7 +318,7 @@ func queueBench(ctx context.Context, out io.Writer, open func() (*benchBackend, 
 		}
 		return err
 	}
-	for _, c := range queueConfigs {
+	for _, c := range loads {
 		c.Messages = n * 10
 		err := run(func(q mq.MessageQueue) (fmt.Stringer, error) {
 			r, err := bench.QueueLoad(ctx, q, c)
@@ -319,13 +329,18 @@ func queueBench(ctx context.Context, out io.Writer, open func() (*benchBackend, 
 			return err
 		}
 	}
-	err := run(func(q mq.MessageQueue) (fmt.Stringer, error) {
-		r, err := bench.QueueCycle(ctx, q, n)
-		res.Cycle = r
-		return r, err
-	})
-	if err != nil || !asJSON {
-		return err
+	if cycle {
+		err := run(func(q mq.MessageQueue) (fmt.Stringer, error) {
+			r, err := bench.QueueCycle(ctx, q, n)
+			res.Cycle = &r
+			return r, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if !asJSON {
+		return nil
 	}
 	return json.NewEncoder(out).Encode(res)
 }
