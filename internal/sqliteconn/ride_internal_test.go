@@ -3,7 +3,6 @@ package sqliteconn
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -25,9 +24,7 @@ type rideResult struct {
 // nothing; then that writes whose carrier fails at COMMIT run again alone, and
 // that a write finding the writer free runs alone.
 func TestRunAlongRides(t *testing.T) {
-	db := open(t, filepath.Join(t.TempDir(), "app.db"))
-	write(t, db, "CREATE TABLE parent (id INTEGER PRIMARY KEY)")
-	write(t, db, "CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)")
+	db, ids := parentChild(t)
 	w := WriterOf(db)
 	ctx := context.Background()
 	insertParent := func(id int) func(ctx context.Context, tx Runner) error {
@@ -35,14 +32,6 @@ func TestRunAlongRides(t *testing.T) {
 			_, err := tx.ExecContext(ctx, "INSERT INTO parent (id) VALUES (?)", id)
 			return err
 		}
-	}
-	ids := func() []int {
-		t.Helper()
-		var got []int
-		if err := db.Select(&got, "SELECT id FROM parent ORDER BY id"); err != nil {
-			t.Fatal(err)
-		}
-		return got
 	}
 	// ride starts RunAlong calls and returns once each waits for the writer.
 	ride := func(ctxs []context.Context, fns ...func(context.Context, Runner) error) []chan rideResult {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/duroq/duroq/internal/stmtcache"
+	"github.com/jmoiron/sqlx"
 )
 
 // TestRunConnCommitsOrRollsBack runs transactions through Writer.RunConn that
@@ -15,9 +16,7 @@ import (
 // in the table and that the next transaction runs on a usable connection with the
 // statements it prepared.
 func TestRunConnCommitsOrRollsBack(t *testing.T) {
-	db := open(t, filepath.Join(t.TempDir(), "app.db"))
-	write(t, db, "CREATE TABLE parent (id INTEGER PRIMARY KEY)")
-	write(t, db, "CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)")
+	db, ids := parentChild(t)
 	w := WriterOf(db)
 	ctx := context.Background()
 	const insert = "INSERT INTO parent (id) VALUES (?)"
@@ -28,14 +27,6 @@ func TestRunConnCommitsOrRollsBack(t *testing.T) {
 		}
 		_, err = st.ExecContext(ctx, id)
 		return err
-	}
-	ids := func() []int {
-		t.Helper()
-		var got []int
-		if err := db.Select(&got, "SELECT id FROM parent ORDER BY id"); err != nil {
-			t.Fatal(err)
-		}
-		return got
 	}
 
 	if err := w.RunConn(ctx, func(tx *ConnTx) error { return insertParent(ctx, tx, 1) }); err != nil {
@@ -119,5 +110,21 @@ func TestRunConnCommitsOrRollsBack(t *testing.T) {
 	}
 	if got := ids(); len(got) != 3 || got[2] != 7 {
 		t.Fatalf("parent ids %v, want [1 6 7]", got)
+	}
+}
+
+// parentChild opens a database of two tables, parent and child, whose foreign key
+// is checked at COMMIT, and returns it with a function listing the parent ids.
+func parentChild(t *testing.T) (db *sqlx.DB, ids func() []int) {
+	db = open(t, filepath.Join(t.TempDir(), "app.db"))
+	write(t, db, "CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+	write(t, db, "CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)")
+	return db, func() []int {
+		t.Helper()
+		var got []int
+		if err := db.Select(&got, "SELECT id FROM parent ORDER BY id"); err != nil {
+			t.Fatal(err)
+		}
+		return got
 	}
 }
