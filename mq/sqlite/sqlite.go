@@ -172,6 +172,8 @@ func (q *Queue) run(ctx context.Context, op string, fn func(tx runner) ([]string
 	return nil
 }
 
+// wake wakes this process's long polls on queues, after a commit that made messages
+// ready there.
 func (q *Queue) wake(queues []string) {
 	for _, name := range queues {
 		q.hub.Notify(name)
