@@ -2,9 +2,12 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +55,7 @@ func rtCrossProcessWakeUp(t *testing.T, e renv) {
 		t.Fatalf("open %s: %v", location, err)
 	}
 	defer p.Close()
-	_, out := startChild(t, e, wakeChildEnv+"="+location)
+	child, out := startChild(t, e, wakeChildEnv+"="+location)
 
 	c := runtime.NewClient(p)
 	run := func(id string, bound time.Duration) time.Duration {
@@ -81,4 +84,67 @@ func rtCrossProcessWakeUp(t *testing.T, e renv) {
 	slices.Sort(lat)
 	t.Logf("start-to-completion across processes, %d one-activity orchestrations one at a time: p50 %v, p99 %v",
 		n, lat[n/2].Round(10*time.Microsecond), lat[n*99/100].Round(10*time.Microsecond))
+
+	// Now idle, the worker waits for the database's notifications and its 30 s
+	// poll: it should use next to no CPU. Real time is what is measured, so the
+	// test waits for it.
+	time.Sleep(idleSettle)
+	cpu0, err := processCPU(child.Process.Pid)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Logf("the idle worker's CPU is not measured here: %v", err)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	time.Sleep(idleWindow)
+	cpu1, err := processCPU(child.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := float64(cpu1-cpu0) / float64(time.Since(began))
+	t.Logf("the idle worker process used %v of CPU in %v: %.2f %% of a core", cpu1-cpu0, idleWindow, 100*share)
+	if share > idleCPUBound {
+		t.Errorf("the idle worker process used %.1f %% of a core (%v in %v), want at most %.0f %%: it is polling",
+			100*share, cpu1-cpu0, idleWindow, 100*idleCPUBound)
+	}
+}
+
+const (
+	// idleSettle lets the worker finish what the last orchestration left (its acks,
+	// its lock releases) before its idle CPU is measured over idleWindow.
+	idleSettle = time.Second
+	idleWindow = 3 * time.Second
+	// idleCPUBound is the share of a core an idle worker may use. Measured idle, a
+	// worker used less than a clock tick (10 ms) in 3 s; one polling its store
+	// every millisecond (PollTimeout 1 µs, the runtime pausing between empty
+	// polls) used 30–40 ms.
+	idleCPUBound = 0.01
+)
+
+// processCPU returns the CPU time (user and system) process pid has used, as
+// Linux reports it in /proc/<pid>/stat in clock ticks of 10 ms (USER_HZ 100);
+// os.ErrNotExist where there is no /proc.
+func processCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: count the fields after it
+	// (the state is field 3, utime 14 and stime 15).
+	_, rest, found := strings.Cut(string(stat), ") ")
+	fields := strings.Fields(rest)
+	if !found || len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected content %.100q", pid, stat)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
