@@ -1,0 +1,48 @@
+package bench_test
+
+import (
+	"database/sql"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
+
+	"github.com/duroq/duroq/internal/pgtest"
+	"github.com/duroq/duroq/internal/testenv"
+)
+
+// bench/pgclaim/run.sh, shortened, measures both claims (four lines of messages per
+// second) and drops its schema.
+func TestPGClaimScript(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	if _, err := exec.LookPath("pgbench"); err != nil {
+		testenv.SkipOrFail(t, "bench/pgclaim needs pgbench (Debian: the postgresql package): "+err.Error())
+	}
+	cmd := exec.Command("bash", "pgclaim/run.sh")
+	cmd.Env = append(os.Environ(), "DUROQ_POSTGRES_DSN="+dsn, "SECONDS_PER_RUN=1", "ROWS=20000")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run.sh: %v\n%s", err, out)
+	}
+	lines := regexp.MustCompile(`(?m)^(rewrite|keyrow) +64 keys of 10 per claim: +(\d+) msgs/s`).FindAllStringSubmatch(string(out), -1)
+	if len(lines) != 4 {
+		t.Fatalf("run.sh printed %d measurements, want 4:\n%s", len(lines), out)
+	}
+	for _, l := range lines {
+		if n, _ := strconv.Atoi(l[2]); n <= 0 {
+			t.Errorf("%s measured %d msgs/s:\n%s", l[1], n, out)
+		}
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var left int
+	if err := db.QueryRow("SELECT count(*) FROM pg_namespace WHERE nspname = 'duroq_pgclaim'").Scan(&left); err != nil || left != 0 {
+		t.Errorf("run.sh left its schema behind (%d, %v)", left, err)
+	}
+}
