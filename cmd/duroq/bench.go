@@ -99,6 +99,9 @@ func benchCmd(args []string, out io.Writer) error {
 	}
 	machine := fmt.Sprintf("%d CPUs, %s/%s, %s, %s", goruntime.NumCPU(), goruntime.GOOS, goruntime.GOARCH, goruntime.Version(), gcSettings())
 
+	if *consumers < 0 || *handlers < 1 || *perKey < 0 {
+		return fmt.Errorf("bench: -consumers %d -handlers %d -per-key %d: want -consumers and -per-key at least 0, -handlers at least 1", *consumers, *handlers, *perKey)
+	}
 	if workload == "queue" {
 		loads := queueConfigs
 		if *consumers > 0 {

@@ -276,4 +276,7 @@ func TestBenchQueueOneLoad(t *testing.T) {
 	if err := benchCmd([]string{"seq", "-n", "20", "-backend", "sqlite-memory", "-consumers", "2"}, &out); err == nil || !strings.Contains(err.Error(), "-consumers") {
 		t.Errorf("bench seq -consumers 2: %v, want an error naming -consumers", err)
 	}
+	if err := benchCmd([]string{"queue", "-backend", "sqlite-memory", "-consumers", "2", "-handlers", "0"}, &out); err == nil || !strings.Contains(err.Error(), "-handlers 0") {
+		t.Errorf("bench queue -handlers 0: %v, want an error naming -handlers", err)
+	}
 }
