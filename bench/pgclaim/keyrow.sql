@@ -7,6 +7,6 @@ WITH k AS (
         SELECT queue, routing_key FROM duroq_pgclaim.ready_keys WHERE queue = 'q'
         ORDER BY visible_at, routing_key LIMIT :keys FOR UPDATE SKIP LOCKED)
     RETURNING routing_key)
-SELECT coalesce(array_agg(m.id), '{}') AS ids FROM k JOIN duroq_pgclaim.msgs m ON m.queue = 'q' AND m.routing_key = k.routing_key \gset
+SELECT coalesce(array_agg(m.id), '{}') AS ids FROM k JOIN duroq_pgclaim.mq_messages m ON m.queue = 'q' AND m.routing_key = k.routing_key \gset
 COMMIT;
-DELETE FROM duroq_pgclaim.msgs WHERE id = ANY(':ids'::bigint[]);
+DELETE FROM duroq_pgclaim.mq_messages WHERE id = ANY(':ids'::bigint[]);

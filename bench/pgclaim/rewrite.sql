@@ -9,9 +9,9 @@ WITH k AS (
         ORDER BY visible_at, routing_key LIMIT :keys FOR UPDATE SKIP LOCKED)
     RETURNING routing_key, gen_random_uuid() AS token),
 u AS (
-    UPDATE duroq_pgclaim.msgs m SET lock_token = k.token, locked_until = 2000000000,
+    UPDATE duroq_pgclaim.mq_messages m SET lock_token = k.token, locked_until = 2000000000,
         visible_at = 2000000000, attempts = m.attempts + 1
     FROM k WHERE m.queue = 'q' AND m.routing_key = k.routing_key RETURNING m.lock_token)
 SELECT coalesce(array_agg(DISTINCT lock_token), '{}') AS tokens FROM u \gset
 COMMIT;
-DELETE FROM duroq_pgclaim.msgs WHERE lock_token = ANY(':tokens'::uuid[]);
+DELETE FROM duroq_pgclaim.mq_messages WHERE lock_token = ANY(':tokens'::uuid[]);

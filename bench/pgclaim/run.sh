@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The row-level ceiling of claiming and acking keyed batches (10 messages per
-# routing key) on a PostgreSQL server, without duroq: pgbench runs each claim
+# routing key) on a PostgreSQL server, without duroq's code (on its tables, from
+# its migrations; the go command builds them): pgbench runs each claim
 # script with 4 clients, 64 keys per claim, on a fresh table each time, and
 # prints messages per second. rewrite.sql claims as mq/postgres does today (every
 # message rewritten with the batch's token and lock); keyrow.sql claims by the key
@@ -11,11 +12,20 @@
 set -euo pipefail
 dsn=${DUROQ_POSTGRES_DSN:?set DUROQ_POSTGRES_DSN}
 here=$(cd "$(dirname "$0")" && pwd)
+# duroq's own tables, from its migrations (the claims run on the real mq_messages).
+migrations=$(cd "$here/../.." && go run ./cmd/duroq migrate sql -backend postgres)
 seconds=${SECONDS_PER_RUN:-6}
 rows=${ROWS:-3000000} # messages in the table, 10 per key
 keys=64
 trap 'psql -q -X "$dsn" -c "DROP SCHEMA IF EXISTS duroq_pgclaim CASCADE" >/dev/null 2>&1' EXIT
 for script in rewrite keyrow rewrite keyrow; do
+    psql -q -X "$dsn" -v ON_ERROR_STOP=1 >/dev/null <<SQL
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS duroq_pgclaim CASCADE;
+CREATE SCHEMA duroq_pgclaim;
+SET search_path = duroq_pgclaim;
+$migrations
+SQL
     psql -q -X "$dsn" -v ON_ERROR_STOP=1 -v rows="$rows" -f "$here/setup.sql" >/dev/null
     tps=$(pgbench -n -c 4 -j 2 -T "$seconds" -D keys="$keys" -f "$here/$script.sql" "$dsn" | awk '/^tps/ {print $3}')
     left=$(psql -X -At "$dsn" -c "SELECT count(*) FROM duroq_pgclaim.ready_keys")
