@@ -1,14 +1,11 @@
 package bench_test
 
 import (
-	"database/sql"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"testing"
-
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
 
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/internal/testenv"
@@ -36,13 +33,7 @@ func TestPGClaimScript(t *testing.T) {
 			t.Errorf("%s measured %d msgs/s:\n%s", l[1], n, out)
 		}
 	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var left int
-	if err := db.QueryRow("SELECT count(*) FROM pg_namespace WHERE nspname = 'duroq_pgclaim'").Scan(&left); err != nil || left != 0 {
-		t.Errorf("run.sh left its schema behind (%d, %v)", left, err)
+	if pgtest.SchemaExists(t, dsn, "duroq_pgclaim") {
+		t.Error("run.sh left its schema behind")
 	}
 }

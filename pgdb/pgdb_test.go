@@ -10,23 +10,7 @@ import (
 
 	"github.com/duroq/duroq/internal/pgtest"
 	"github.com/duroq/duroq/pgdb"
-	"github.com/jackc/pgx/v5"
 )
-
-// schemaExists reports whether the schema exists on the server at dsn.
-func schemaExists(t *testing.T, ctx context.Context, dsn, schema string) bool {
-	t.Helper()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n == 1
-}
 
 func TestExistingSchema(t *testing.T) {
 	dsn, schema := pgtest.Schema(t) // a fresh name, not created yet
@@ -41,7 +25,7 @@ func TestExistingSchema(t *testing.T) {
 	if !errors.Is(err, pgdb.ErrNoSchema) || !strings.Contains(err.Error(), schema) {
 		t.Errorf("Open(ExistingSchema) = %v; want ErrNoSchema naming %q", err, schema)
 	}
-	if schemaExists(t, ctx, dsn, schema) {
+	if pgtest.SchemaExists(t, dsn, schema) {
 		t.Fatalf("Open(ExistingSchema) created schema %q", schema)
 	}
 
@@ -51,7 +35,7 @@ func TestExistingSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if !schemaExists(t, ctx, dsn, schema) {
+	if !pgtest.SchemaExists(t, dsn, schema) {
 		t.Fatalf("Open did not create schema %q", schema)
 	}
 	db, err = pgdb.Open(ctx, dsn, pgdb.Options{Schema: schema, ExistingSchema: true})

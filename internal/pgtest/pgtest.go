@@ -59,3 +59,20 @@ func Schema(t testing.TB) (dsn, schema string) {
 	})
 	return dsn, schema
 }
+
+// SchemaExists reports whether the schema exists on the server at dsn.
+func SchemaExists(t testing.TB, dsn, schema string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
