@@ -238,8 +238,7 @@ type driver struct {
 	started   map[string]time.Time
 	latencies []time.Duration
 	starts    []time.Duration // how long each StartOrchestration call took
-	fed       bool            // the instances were started while the runtime ran (feed)
-	startsAt  time.Time       // when feed's first StartOrchestration call began
+	startsAt  time.Time       // when feed's first StartOrchestration call began; zero: the instances were started first
 	startsEnd time.Time       // when the latest StartOrchestration call returned
 	failures  []string
 	last      time.Time // the latest end
@@ -295,7 +294,6 @@ func (d *driver) restart(t time.Time) {
 // each waiting for a slot when in-flight instances are bounded. The channel
 // reports the first failure.
 func (d *driver) feed(ctx context.Context) <-chan error {
-	d.fed = true
 	d.startsAt = time.Now()
 	failed := make(chan error, 1)
 	const feeders = 16
@@ -378,7 +376,7 @@ func (d *driver) report(elapsed, cpu time.Duration, unbounded string) Report {
 	slices.Sort(d.latencies)
 	var startP50, startP99 time.Duration
 	var startRate float64
-	if d.fed {
+	if !d.startsAt.IsZero() { // fed while the runtime ran
 		slices.Sort(d.starts)
 		startP50, startP99 = percentile(d.starts, 0.50), percentile(d.starts, 0.99)
 		startRate = float64(len(d.starts)) / d.startsEnd.Sub(d.startsAt).Seconds()
