@@ -51,8 +51,8 @@ type rider struct {
 //
 // alone reports whether fn's writes were a transaction of their own.
 func (w *Writer) RunAlong(ctx context.Context, fn func(ctx context.Context, tx Runner) error) (alone bool, err error) {
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("begin transaction: %w", err)
+	if err := ended(ctx); err != nil {
+		return false, err
 	}
 	r := &rider{ctx: ctx, fn: fn}
 	w.rides.mu.Lock()
@@ -68,9 +68,9 @@ func (w *Writer) RunAlong(ctx context.Context, fn func(ctx context.Context, tx R
 		w.mu.unlock()
 		return false, r.err
 	}
-	if err := ctx.Err(); err != nil { // its carrier failed meanwhile
+	if err := ended(ctx); err != nil { // its carrier failed meanwhile
 		w.mu.unlock()
-		return false, fmt.Errorf("begin transaction: %w", err)
+		return false, err
 	}
 	return true, w.hold(ctx, w.connTx(ctx, func(tx *ConnTx) error { return fn(context.WithoutCancel(ctx), tx) }))
 }

@@ -344,13 +344,21 @@ func (w *Writer) beginStatement(ctx context.Context) error {
 // writer's. Run's statements still stop on ctx (RunConn's run to completion), and
 // a transaction whose ctx ended rolls back here, before the writer is released.
 func (w *Writer) exclusive(ctx context.Context, tx func(bg context.Context) error) error {
-	if err := ctx.Err(); err != nil {
-		// database/sql closes a connection whose transaction begins with a done
-		// context: keep the writer's.
-		return fmt.Errorf("begin transaction: %w", err)
+	if err := ended(ctx); err != nil {
+		return err
 	}
 	w.mu.lock(false)
 	return w.hold(ctx, tx)
+}
+
+// ended is the error of a transaction asked to begin once ctx has ended, nil while
+// it has not. database/sql closes a connection whose transaction begins with a done
+// context: a transaction checks first, to keep the writer's.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	return nil
 }
 
 // hold is exclusive once the caller holds the writer, which it releases.
