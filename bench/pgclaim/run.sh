@@ -5,7 +5,10 @@
 # script with 4 clients, 64 keys per claim, on a fresh table each time, and
 # prints messages per second. rewrite.sql claims as mq/postgres does today (every
 # message rewritten with the batch's token and lock); keyrow.sql claims by the key
-# alone and only reads the messages. See docs/performance.md, "Stop 40".
+# alone and only reads the messages; keyqueue.sql is a whole cycle where the key row
+# is the queue entry and the lock (token, lock and delivered ids on it, the
+# messages only read), the ack deleting key rows and messages. See
+# docs/performance.md, "Stop 40" and "Stop 41".
 # SECONDS_PER_RUN (default 6) and ROWS (default 3,000,000) shorten it.
 #
 #   DUROQ_POSTGRES_DSN=postgres://postgres@127.0.0.1:5432/test bash bench/pgclaim/run.sh
@@ -18,7 +21,7 @@ seconds=${SECONDS_PER_RUN:-6}
 rows=${ROWS:-3000000} # messages in the table, 10 per key
 keys=64
 trap 'psql -q -X "$dsn" -c "DROP SCHEMA IF EXISTS duroq_pgclaim CASCADE" >/dev/null 2>&1' EXIT
-for script in rewrite keyrow rewrite keyrow; do
+for script in rewrite keyrow keyqueue rewrite keyrow keyqueue; do
     psql -q -X "$dsn" -v ON_ERROR_STOP=1 >/dev/null <<SQL
 SET client_min_messages = warning;
 DROP SCHEMA IF EXISTS duroq_pgclaim CASCADE;
