@@ -169,10 +169,10 @@ func (q *Queue) remove(ctx context.Context, tx sqlx.ExtContext, queue, match str
 	}
 	if len(tokens) > 0 {
 		if _, err := tx.ExecContext(ctx, `WITH
-			free AS (UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = $2 WHERE lock_token = ANY($1`+asUUIDs+`)),
-			kdel AS (DELETE FROM mq_keys WHERE queue = $3 AND routing_key = ANY($4::text[]) AND lock_token = ANY($1`+asUUIDs+`) AND attr IS NULL),
+			free AS (UPDATE mq_messages SET lock_token = NULL, locked_until = NULL, visible_at = $2 WHERE lock_token = ANY($1::uuid[])),
+			kdel AS (DELETE FROM mq_keys WHERE queue = $3 AND routing_key = ANY($4::text[]) AND lock_token = ANY($1::uuid[]) AND attr IS NULL),
 			kupd AS (UPDATE mq_keys SET lock_token = NULL, locked_until = NULL
-				WHERE queue = $3 AND routing_key = ANY($4::text[]) AND lock_token = ANY($1`+asUUIDs+`) AND attr IS NOT NULL)
+				WHERE queue = $3 AND routing_key = ANY($4::text[]) AND lock_token = ANY($1::uuid[]) AND attr IS NOT NULL)
 			SELECT 1`, tokens, now, queue, lostKeys); err != nil {
 			return 0, false, err
 		}

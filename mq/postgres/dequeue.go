@@ -936,7 +936,7 @@ kl AS MATERIALIZED (
 	FROM (SELECT DISTINCT r.routing_key, r.batch FROM r WHERE r.routing_key IS NOT NULL) d
 ),
 u AS (
-	UPDATE mq_messages m SET lock_token = (%[8]s)[r.batch], locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
+	UPDATE mq_messages m SET lock_token = (%[8]s::uuid[])[r.batch], locked_until = %[4]s, visible_at = %[4]s, attempts = m.attempts + 1
 	FROM r WHERE m.id = r.id AND r.routing_key IS NULL AND NOT EXISTS (SELECT 1 FROM kl WHERE NOT kl.won)
 	RETURNING m.id, m.lock_token, m.payload, m.attempts, m.enqueued_at, m.tag, m.message_key, m.trace_parent, m.limit_group, m.priority, r.batch
 )
@@ -951,7 +951,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 	(SELECT count(*) FROM c), %[6]s, g.prioritized, g.limited FROM g`,
 		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", scanned, unknown(a.p(int64(scan))+"::bigint"), ex.phased),
 		a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), nextVisible(eligible, pq, pnow, &a), asyncCommit,
-		guardsCTE(ex, pq, pnow), a.p(newTokens(min(max, scan)))+asUUIDs), a // a rank is at most the rows scanned
+		guardsCTE(ex, pq, pnow), a.p(newTokens(min(max, scan)))), a // a rank is at most the rows scanned
 }
 
 // keyHead renders that the message m is un-keyed or its key's first in the plain
@@ -1036,7 +1036,7 @@ UPDATE mq_messages m SET lock_token = pick.lock_token, locked_until = %[4]s, vis
 FROM pick WHERE m.id = pick.id
 RETURNING m.id, m.lock_token::text AS token, m.payload, m.attempts, m.enqueued_at, m.tag, m.session, m.message_key, m.trace_parent,
 	m.limit_group, m.priority`,
-		pq, unknown(pkeys+"::text[]"), unknown(ptokens+asUUIDs), puntil, pnow, attr, tags, pmax, pbytes, keyRowsWait.Milliseconds())
+		pq, unknown(pkeys+"::text[]"), unknown(ptokens+"::uuid[]"), puntil, pnow, attr, tags, pmax, pbytes, keyRowsWait.Milliseconds())
 	var rows []lockedRow
 	if err := queryRows(ctx, tx, (*lockedRow).fields, func(r lockedRow) { rows = append(rows, r) }, query, a...); err != nil {
 		return nil, nil, err

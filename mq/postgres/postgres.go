@@ -271,12 +271,6 @@ func queueNames(msgs []mq.Message) []string {
 // enormous protocol message.
 const insertChunk = 1000
 
-// asUUIDs casts a parameter of lock tokens, sent as text[] (a []string), to
-// uuid[]. Declared uuid[], pgx encodes a []string only after failing the binary
-// format, and that failure costs an error formatting the whole slice on every
-// statement that passes tokens.
-const asUUIDs = "::text[]::uuid[]"
-
 // insertSQL stores messages given as parallel arrays, in array order (ids follow
 // it).
 const insertSQL = `INSERT INTO mq_messages (queue, routing_key, message_key, session, tag, payload, enqueued_at, visible_at, trace_parent, limit_group, priority)

@@ -43,7 +43,7 @@ import (
 // call (re-planning applySQL costs more than running it).
 func forTokens(query string, many bool) string {
 	if many {
-		return strings.NewReplacer("{tokens}", "= ANY($1"+asUUIDs+")", "{settlements}", manySettlements, "{acks}", manyAcks).Replace(query)
+		return strings.NewReplacer("{tokens}", "= ANY($1::uuid[])", "{settlements}", manySettlements, "{acks}", manyAcks).Replace(query)
 	}
 	return strings.NewReplacer("{tokens}", "= $1::uuid", "{settlements}", oneSettlement, "{acks}", oneAck).Replace(query)
 }
@@ -78,7 +78,7 @@ const (
 		$7::text AS reason, $8::bigint AS visible, $9::boolean AS hold
 )`
 	manySettlements = `s AS MATERIALIZED (
-	SELECT * FROM unnest($1` + asUUIDs + `, $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::boolean[])
+	SELECT * FROM unnest($1::uuid[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::boolean[])
 		AS s(token, acked, dead, tried, dlq, reason, visible, hold)
 )`
 )
@@ -189,7 +189,7 @@ SELECT g.*, EXISTS (SELECT 1 FROM mq_limits l WHERE l.queue = g.queue) AS limite
 // token a scalar, for several an array parallel to $1.
 const (
 	oneAck   = `a AS MATERIALIZED (SELECT $1::uuid AS token, $3::bigint AS acked)`
-	manyAcks = `a AS MATERIALIZED (SELECT * FROM unnest($1` + asUUIDs + `, $3::bigint[]) AS a(token, acked))`
+	manyAcks = `a AS MATERIALIZED (SELECT * FROM unnest($1::uuid[], $3::bigint[]) AS a(token, acked))`
 )
 
 // ackSQL is applySQL for settlements that only ack: it deletes, by token, the
