@@ -173,7 +173,7 @@ func (q *Queue) remove(ctx context.Context, tx sqlx.ExtContext, queue, match str
 			kdel AS (DELETE FROM mq_keys WHERE queue = $3 AND routing_key = ANY($4::text[]) AND lock_token = ANY($1::uuid[]) AND attr IS NULL),
 			kupd AS (UPDATE mq_keys SET lock_token = NULL, locked_until = NULL
 				WHERE queue = $3 AND routing_key = ANY($4::text[]) AND lock_token = ANY($1::uuid[]) AND attr IS NOT NULL)
-			SELECT 1`, tokens, now, queue, lostKeys); err != nil {
+			SELECT 1`, tokenBytes(tokens), now, queue, lostKeys); err != nil {
 			return 0, false, err
 		}
 	}

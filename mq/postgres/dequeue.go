@@ -15,6 +15,7 @@ import (
 	"github.com/duroq/duroq/internal/pgsql"
 	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/mq"
+	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -896,6 +897,21 @@ func newTokens(n int) []string {
 	return tokens
 }
 
+// tokenBytes is tokens as a uuid[] parameter. pgx encodes a []string for one only
+// after failing the binary format, which builds an error that formats the whole
+// slice on every statement; 16-byte arrays it encodes at once. A token that is not
+// a UUID (checkToken turns callers' away first) becomes the nil UUID, which no
+// batch holds.
+func tokenBytes(tokens []string) [][16]byte {
+	b := make([][16]byte, len(tokens))
+	for i, t := range tokens {
+		if u, err := uuid.Parse(t); err == nil {
+			b[i] = u
+		}
+	}
+	return b
+}
+
 // keyRowsWait bounds lockKeys' wait for rows another consumer's scan holds.
 const keyRowsWait = 200 * time.Millisecond
 
@@ -951,7 +967,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, N
 	(SELECT count(*) FROM c), %[6]s, g.prioritized, g.limited FROM g`,
 		phasedScan("m.id, m.routing_key, m.visible_at, m.priority", scanned, unknown(a.p(int64(scan))+"::bigint"), ex.phased),
 		a.p(int64(max)), keyLockID(pq, "d.routing_key"), a.p(until), nextVisible(eligible, pq, pnow, &a), asyncCommit,
-		guardsCTE(ex, pq, pnow), a.p(newTokens(min(max, scan)))), a // a rank is at most the rows scanned
+		guardsCTE(ex, pq, pnow), a.p(tokenBytes(newTokens(min(max, scan))))), a // a rank is at most the rows scanned
 }
 
 // keyHead renders that the message m is un-keyed or its key's first in the plain
@@ -997,7 +1013,7 @@ func (q *Queue) lockKeys(ctx context.Context, tx *sqlx.Tx, queue string, keys []
 	until := micros(now.Add(opts.LockTimeout))
 	tokens := newTokens(len(keys))
 	var a sqlArgs
-	pq, pkeys, ptokens, puntil, pnow := a.p(queue), a.p(keys), a.p(tokens), a.p(until), a.p(micros(now))
+	pq, pkeys, ptokens, puntil, pnow := a.p(queue), a.p(keys), a.p(tokenBytes(tokens)), a.p(until), a.p(micros(now))
 	attr := ""
 	if f := opts.KeyAttr; f != nil {
 		attr = " AND (k.attr IS NULL OR " + attrMatch("k.attr", f, &a) + ")"

@@ -276,7 +276,7 @@ func (q *Queue) apply(ctx context.Context, ex sqlx.QueryerContext, now time.Time
 		for i, w := range work {
 			tokens[i], acked[i] = w.Token, int64(w.Acked)
 		}
-		query, args := ackMany, []any{tokens, micros(now), acked}
+		query, args := ackMany, []any{tokenBytes(tokens), micros(now), acked}
 		if len(work) == 1 {
 			query, args = ackOne, []any{tokens[0], micros(now), acked[0]}
 		}
@@ -310,7 +310,7 @@ func (q *Queue) apply(ctx context.Context, ex sqlx.QueryerContext, now time.Time
 	if len(rest) == 1 {
 		return settled, selectBatches(ctx, ex, settled, applyOne, tokens[0], micros(now), acked[0], dead[0], tried[0], dlqs[0], reasons[0], visible[0], hold[0])
 	}
-	return settled, selectBatches(ctx, ex, settled, applyMany, tokens, micros(now), acked, dead, tried, dlqs, reasons, visible, hold)
+	return settled, selectBatches(ctx, ex, settled, applyMany, tokenBytes(tokens), micros(now), acked, dead, tried, dlqs, reasons, visible, hold)
 }
 
 // onlyAcks reports whether every settlement of work acks some messages and
@@ -608,7 +608,7 @@ func (q *Queue) settle(ctx context.Context, tx sqlx.ExtContext, ss []mq.Settleme
 			tokens[j] = w.Token
 		}
 		held := map[string]batchRow{}
-		if err := selectBatches(ctx, tx, held, heldSQL, tokens, micros(now)); err != nil {
+		if err := selectBatches(ctx, tx, held, heldSQL, tokenBytes(tokens), micros(now)); err != nil {
 			return nil, nil, nil, err
 		}
 		kept := work[:0]
