@@ -29,7 +29,8 @@ type Options struct {
 	ExistingSchema bool
 	// MaxOpenConns bounds the pool (default GOMAXPROCS, at least 4, as pgxpool
 	// sizes its pools: see defaultMaxOpenConns); long polls hold no connection while
-	// they wait, except the one LISTEN connection per backend.
+	// they wait, except the one LISTEN connection per backend, and the queue's
+	// enqueues keep one between their rounds while they stream (mq/postgres).
 	MaxOpenConns int
 	// ConnMaxLifetime recycles connections (default 30 minutes).
 	ConnMaxLifetime time.Duration
@@ -41,8 +42,9 @@ type Options struct {
 // is a server backend competing for the server's cores. Measured on 2 cores with
 // the server beside the workers (docs/performance.md, "Pool size"): 16 queue
 // consumers drained keyed messages as fast as 4 with pools of 4, and 30–50 % slower
-// with pools of 16; the runtime ran as fast with either, though a start made by a
-// process that also runs the runtime waits longer for a connection under load.
+// with pools of 16; the runtime ran as fast with either. Starts made by a process
+// that also runs the runtime waited for a connection behind its transactions in
+// small pools until the queue's enqueues kept their own between rounds.
 func defaultMaxOpenConns() int { return max(4, runtime.GOMAXPROCS(0)) }
 
 // ErrNoSchema is the error Open wraps when Options.ExistingSchema is set and the

@@ -538,6 +538,7 @@ func (q *Queue) Close() error {
 		return nil
 	}
 	q.stopListening()
+	q.lane.close()
 	q.planStats.Close()
 	q.hub.NotifyAll()
 	q.notes.drain() // the wake-ups of writes that committed

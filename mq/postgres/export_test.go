@@ -1,6 +1,9 @@
 package postgres
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Retries reports how many transient failures (deadlocks, serialization failures,
 // lost connections) q retried.
@@ -19,3 +22,11 @@ func Channel(ctx context.Context, q *Queue) (string, error) {
 
 // NotifyEvery spaces one Queue's NOTIFY statements.
 const NotifyEvery = notifyEvery
+
+// SetLaneLinger sets how long q's enqueue rounds keep their connection after a
+// round (default laneLinger); call it before q's first Enqueue.
+func SetLaneLinger(q *Queue, d time.Duration) {
+	q.lane.mu.Lock()
+	defer q.lane.mu.Unlock()
+	q.lane.linger = d
+}

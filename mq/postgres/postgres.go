@@ -68,6 +68,7 @@ type Queue struct {
 	scanRatio atomic.Int64                     // rows per batch the last phased dequeue scan saw (see attemptMany)
 	planStats pgsql.StatsGuard                 // keeps mq_messages and mq_keys planner statistics current (doc.go)
 	enqueues  *groupcommit.Group[[]mq.Message] // groups concurrent Enqueue calls into shared transactions
+	lane      *lane                            // the connection enqueue rounds run on
 	// dedupSweep paces the deletion of expired deduplication ids.
 	dedupSweep mqsql.Sweeper
 	notes      notifier // sends wake-ups to other processes after commits
@@ -109,6 +110,7 @@ func New(db *sqlx.DB, o Options) *Queue {
 	}
 	q := &Queue{db: db, now: o.Now, log: o.Logger, planStats: pgsql.StatsGuard{DB: db, Tables: []string{"mq_messages", "mq_keys"}, Log: o.Logger}}
 	q.enqueues = groupcommit.New(q.enqueueRound)
+	q.lane = newLane(db)
 	return q
 }
 
@@ -329,13 +331,22 @@ func (q *Queue) Enqueue(ctx context.Context, msgs ...mq.Message) error {
 }
 
 // enqueueRound stores the messages of concurrent Enqueue calls together, so that
-// they share one commit and its WAL flush.
+// they share one commit and its WAL flush, on the connection the rounds keep (see
+// lane).
 func (q *Queue) enqueueRound(ctx context.Context, calls [][]mq.Message) error {
 	const op = "enqueue"
 	msgs := slices.Concat(calls...)
 	var err error
 	if len(msgs) <= insertChunk {
-		err = q.exec(ctx, op, func() error { return q.insert(ctx, q.db, msgs) })
+		err = q.exec(ctx, op, func() error {
+			c, err := q.lane.take(ctx)
+			if err != nil {
+				return err
+			}
+			err = q.insert(ctx, c, msgs)
+			q.lane.give(c, err != nil)
+			return err
+		})
 	} else {
 		err = q.inTx(ctx, op, func(tx *sqlx.Tx) error { return q.insert(ctx, tx, msgs) })
 	}
