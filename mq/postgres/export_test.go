@@ -30,3 +30,7 @@ func SetLaneLinger(q *Queue, d time.Duration) {
 	defer q.lane.mu.Unlock()
 	q.lane.linger = d
 }
+
+// DrainNotes waits until q has sent the wake-ups of its writes so far to other
+// processes (its NOTIFY statements run on pool connections of their own).
+func DrainNotes(q *Queue) { q.notes.drain() }

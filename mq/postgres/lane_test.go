@@ -22,6 +22,7 @@ func TestEnqueueKeepsItsConnectionWhileThePoolIsBusy(t *testing.T) {
 	if err := q.Enqueue(ctx, mq.Message{Queue: "q", Payload: []byte("first")}); err != nil {
 		t.Fatal(err)
 	}
+	postgres.DrainNotes(q)
 	if n := q.DB().Stats().InUse; n != 1 {
 		t.Fatalf("after an Enqueue %d connections in use, want 1 (kept for the next round)", n)
 	}
@@ -50,6 +51,7 @@ func TestEnqueueGivesItsConnectionBack(t *testing.T) {
 	if err := q.Enqueue(t.Context(), mq.Message{Queue: "q"}); err != nil {
 		t.Fatal(err)
 	}
+	postgres.DrainNotes(q)
 	waitIdle(t, q.DB())
 
 	db, err := pgdb.Open(t.Context(), dsn, pgdb.Options{Schema: schema, MaxOpenConns: 4})
@@ -62,6 +64,7 @@ func TestEnqueueGivesItsConnectionBack(t *testing.T) {
 	if err := shared.Enqueue(t.Context(), mq.Message{Queue: "q"}); err != nil {
 		t.Fatal(err)
 	}
+	postgres.DrainNotes(shared)
 	if n := db.Stats().InUse; n != 1 {
 		t.Fatalf("after an Enqueue %d connections in use, want 1", n)
 	}
@@ -79,6 +82,7 @@ func TestEnqueueKeepsNoConnectionFromASmallPool(t *testing.T) {
 	if err := q.Enqueue(t.Context(), mq.Message{Queue: "q"}); err != nil {
 		t.Fatal(err)
 	}
+	postgres.DrainNotes(q)
 	if n := q.DB().Stats().InUse; n != 0 {
 		t.Fatalf("pool of 3: %d connections in use after an Enqueue, want 0", n)
 	}
