@@ -94,6 +94,11 @@ var pairs = []struct {
 func runOn(t *testing.T, p *adapter.Provider, reg *runtime.Registry, o runtime.Options) *runtime.Runtime {
 	t.Helper()
 	o.UnregisteredBackoff, o.MinPollInterval = time.Millisecond, time.Millisecond
+	// Two runtimes with different registries offer back what only the other has:
+	// neither may give it up as poison (MaxAttempts) before the other takes it,
+	// which with a backoff of a millisecond a loaded machine can delay past ten
+	// offers.
+	o.MaxAttempts = 1000
 	rt, err := runtime.New(p, reg, o)
 	if err != nil {
 		t.Fatal(err)
@@ -129,10 +134,8 @@ func testTracing(t *testing.T, open func(t *testing.T) (a, b *adapter.Provider))
 	var flaky atomic.Int32
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	// Each runtime offers back what only the other has: it must not give it up as
-	// poison (MaxAttempts) before the other takes it.
-	rt := runOn(t, pa, parentRegistry(), runtime.Options{TracerProvider: tp, MaxAttempts: 1000})
-	runOn(t, pb, childRegistry(&flaky), runtime.Options{TracerProvider: tp, MaxAttempts: 1000})
+	rt := runOn(t, pa, parentRegistry(), runtime.Options{TracerProvider: tp})
+	runOn(t, pb, childRegistry(&flaky), runtime.Options{TracerProvider: tp})
 
 	reqCtx, request := tp.Tracer("test").Start(ctx, "request")
 	if err := rt.Client().StartOrchestration(reqCtx, "parent-1", "Parent", "x"); err != nil {
