@@ -157,9 +157,8 @@ func (p *Provider) Close() error {
 var _ provider.ChangeNotifier = (*Provider)(nil)
 
 // Changed implements provider.ChangeNotifier with the queue's notice of other
-// processes' commits (mq/sqlite watches the database file, mq/postgres relays the
-// notifications its LISTEN connection receives); nil, that is no notice, for queues
-// without it.
+// processes' commits (mq/sqlite watches the database file); nil, that is no notice,
+// for queues without it.
 func (p *Provider) Changed() <-chan struct{} {
 	if c, ok := p.q.(interface{ Changed() <-chan struct{} }); ok {
 		return c.Changed()

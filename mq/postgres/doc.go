@@ -202,10 +202,4 @@
 // commit and its NOTIFY leaves the other processes' long polls to their deadlines.
 // Acks of un-keyed batches without follow-up messages, which make nothing eligible,
 // wake nobody.
-//
-// The same notifications, whatever their queue, close the channel of Changed (at
-// once after a quiet spell, then at most every 5 ms), which starts the listener
-// too: the runtime's clients in a process that runs no consumer (a web process
-// waiting for instances that worker processes run; every turn's commit acks a
-// batch in a transaction, which notifies) learn of the end without polling.
 package postgres

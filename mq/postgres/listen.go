@@ -12,12 +12,11 @@ import (
 
 // The listener: one goroutine per Queue holding one connection of the pool, which
 // LISTENs on the schema's channel and turns every notification (its payload is a
-// queue name) into a wake-up of this process's long polls on that queue and of the
-// waiters of Changed. It starts with the first long poll or Changed and reconnects
-// with a growing backoff when its connection fails; meanwhile long polls still end
-// at their deadline or at the next time a message is due. Every (re)connection
-// wakes all long polls once, since notifications sent while nobody listened are
-// lost.
+// queue name) into a wake-up of this process's long polls on that queue. It starts
+// with the first long poll and reconnects with a growing backoff when its connection
+// fails; meanwhile long polls still end at their deadline or at the next time a
+// message is due. Every (re)connection wakes all long polls once, since
+// notifications sent while nobody listened are lost.
 
 const (
 	listenMinBackoff = 100 * time.Millisecond
@@ -117,7 +116,6 @@ func (q *Queue) listenOnce(ctx context.Context) (listened bool, err error) {
 				return driver.ErrBadConn
 			}
 			q.hub.Notify(n.Payload)
-			q.changed()
 		}
 	})
 	if err == nil {

@@ -72,7 +72,6 @@ type Queue struct {
 	// dedupSweep paces the deletion of expired deduplication ids.
 	dedupSweep mqsql.Sweeper
 	notes      notifier // sends wake-ups to other processes after commits
-	changes    changes  // paces the wake-ups of Changed's waiters
 
 	mu           sync.Mutex // guards the listener's start and stop
 	stopListener context.CancelFunc
