@@ -166,6 +166,31 @@ func (p *Provider) Changed() <-chan struct{} {
 	return nil
 }
 
+var _ provider.InstanceWatcher = (*Provider)(nil)
+
+// signaller is a queue that carries named signals between the processes sharing
+// its database (mq/postgres: a NOTIFY channel of the schema).
+type signaller interface {
+	Signal(names ...string)
+	Watch(name string) (<-chan struct{}, func())
+}
+
+// WatchInstance implements provider.InstanceWatcher with the queue's signals, which
+// every commit of a turn that ends an execution or changes its custom status or KV
+// state sends, in whichever process it ran; a nil channel (no notice) for queues
+// without them (mq/sqlite's Changed watches the whole file instead).
+func (p *Provider) WatchInstance(instance string) (<-chan struct{}, func()) {
+	if s, ok := p.q.(signaller); ok {
+		return s.Watch(p.signalName(instance))
+	}
+	return nil, func() {}
+}
+
+// signalName is the signal of instance: named in the provider's orchestrator queue,
+// so that runtimes sharing a database under other queue names do not wake each
+// other's clients.
+func (p *Provider) signalName(instance string) string { return p.orchQ + "/" + instance }
+
 // Management implements provider.ManagedProvider.
 func (p *Provider) Management() provider.ProviderAdmin { return p }
 

@@ -98,7 +98,7 @@ func (p *Provider) AckOrchestrationItems(ctx context.Context, acks []provider.Tu
 		}
 		commits[i] = c
 	}
-	return p.wrote(op, p.b.run(ctx, func(tx turnTx) error { return p.applyTurns(ctx, tx, commits) }))
+	return p.commitTurns(ctx, op, commits)
 }
 
 // FetchWorkItems implements provider.BatchProvider: up to max worker items locked in

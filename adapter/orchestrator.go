@@ -143,7 +143,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a pro
 	if err != nil {
 		return classify(op, err)
 	}
-	return p.wrote(op, p.b.run(ctx, func(tx turnTx) error { return p.applyTurns(ctx, tx, []*turnCommit{c}) }))
+	return p.commitTurns(ctx, op, []*turnCommit{c})
 }
 
 // turnCommit is a turn's ack with everything encoded, ready to apply inside a
@@ -151,6 +151,7 @@ func (p *Provider) AckOrchestrationItem(ctx context.Context, token string, a pro
 type turnCommit struct {
 	p          *Provider
 	token      string
+	instance   string // known once its lock is acked (applyTurns)
 	a          provider.OrchestrationAck
 	events     []eventstore.Event
 	enqueues   []mq.Message
@@ -214,6 +215,22 @@ func (p *Provider) prepareAck(token string, a provider.OrchestrationAck) (*turnC
 	return c, nil
 }
 
+// commitTurns commits turns in one transaction (applyTurns), then signals the
+// instances a client may be waiting on (see WatchInstance).
+func (p *Provider) commitTurns(ctx context.Context, op string, turns []*turnCommit) error {
+	err := p.wrote(op, p.b.run(ctx, func(tx turnTx) error { return p.applyTurns(ctx, tx, turns) }))
+	if s, ok := p.q.(signaller); ok && err == nil {
+		var names []string
+		for _, c := range turns {
+			if c.update.Status != nil || c.customStat != nil || len(c.kv) > 0 {
+				names = append(names, p.signalName(c.instance))
+			}
+		}
+		s.Signal(names...)
+	}
+	return err
+}
+
 // applyTurns commits turns inside tx. The acks come first, in one call: they prove
 // each lock is still held and name each instance. The events and metadata of all
 // turns follow in one bulk commit, then what only some turns have.
@@ -232,6 +249,7 @@ func (p *Provider) applyTurns(ctx context.Context, tx turnTx, turns []*turnCommi
 			return fmt.Errorf("%w: token %q holds a message of queue %q, not the orchestrator queue", provider.ErrLockLost, c.token, locks[i].Queue)
 		}
 		instance := locks[i].RoutingKey
+		c.instance = instance
 		if len(c.kv) == 0 {
 			if len(c.events) > 0 || c.update != (eventstore.StreamUpdate{Partition: c.execution}) {
 				// A turn that records and changes nothing (messages dropped for an

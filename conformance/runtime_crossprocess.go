@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/duroq/duroq/runtime"
+	"github.com/duroq/duroq/runtime/provider"
 )
 
 func init() {
@@ -84,6 +85,7 @@ func rtCrossProcessWakeUp(t *testing.T, e renv) {
 	slices.Sort(lat)
 	t.Logf("start-to-completion across processes, %d one-activity orchestrations one at a time: p50 %v, p99 %v",
 		n, lat[n/2].Round(10*time.Microsecond), lat[n*99/100].Round(10*time.Microsecond))
+	watchOtherProcessEnds(t, p, c)
 
 	// Now idle, the worker waits for the database's notifications and its 30 s
 	// poll: it should use next to no CPU. Real time is what is measured, so the
@@ -108,6 +110,43 @@ func rtCrossProcessWakeUp(t *testing.T, e renv) {
 	if share > idleCPUBound {
 		t.Errorf("the idle worker process used %.1f %% of a core (%v in %v), want at most %.0f %%: it is polling",
 			100*share, cpu1-cpu0, idleWindow, 100*idleCPUBound)
+	}
+}
+
+// watchOtherProcessEnds: where the provider signals instances
+// (provider.InstanceWatcher), a watch taken in this process before an instance
+// starts closes once the worker process commits its end, which this process then
+// reads: a signal sent after the commit, across processes.
+func watchOtherProcessEnds(t *testing.T, p provider.Provider, c *runtime.Client) {
+	w, ok := p.(provider.InstanceWatcher)
+	var probe <-chan struct{}
+	if ok {
+		var release func()
+		probe, release = w.WatchInstance("watch-probe")
+		release()
+	}
+	if probe == nil {
+		t.Logf("%T signals no instance changes: clients see other processes' ends by reading", p)
+		return
+	}
+	for i := range 5 {
+		id := fmt.Sprintf("watch-%d", i)
+		changed, release := w.WatchInstance(id)
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		if err := c.StartOrchestration(ctx, id, "OneActivity", id); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("%s: no signal of the instance within %v of its start", id, waitTimeout)
+		}
+		release()
+		st, err := c.Status(ctx, id)
+		cancel()
+		if err != nil || st.State != runtime.StateCompleted {
+			t.Fatalf("%s: signalled, then reads %+v, %v; want Completed (the signal follows the commit)", id, st, err)
+		}
 	}
 }
 

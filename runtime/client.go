@@ -309,7 +309,7 @@ func (c *Client) waitUntil(ctx context.Context, instance, op string, ready func(
 		defer release()
 	}
 	var last OrchestrationStatus
-	err := c.poll(ctx, wake, func() (bool, error) {
+	err := c.poll(ctx, instance, wake, func() (bool, error) {
 		st, err := c.Status(ctx, instance)
 		if err != nil {
 			return false, err
@@ -335,12 +335,15 @@ func (c *Client) waitUntil(ctx context.Context, instance, op string, ready func(
 }
 
 // poll calls check until it reports done, waiting 5 ms doubling to 100 ms between
-// calls, or less when wake fires or the provider reports a change of its storage
-// (ChangeNotifier: another process's commit). A retryable provider error (IsRetryable) is
-// retried like a check that is not done yet, so a wait rides out a provider's
-// transient faults; any other error is returned at once. When ctx ends first, its
-// error is returned, naming the last provider error seen.
-func (c *Client) poll(ctx context.Context, wake <-chan struct{}, check func() (bool, error)) error {
+// calls, or less when wake fires or the provider reports a change of the instance
+// (InstanceWatcher) or of its storage (ChangeNotifier: another process's commit).
+// With an InstanceWatcher the wait doubles up to a second instead: the instance's
+// own changes wake it, and the reads only catch a lost signal. A retryable
+// provider error (IsRetryable) is retried like a check that is not done yet, so a
+// wait rides out a provider's transient faults; any other error is returned at
+// once. When ctx ends first, its error is returned, naming the last provider error
+// seen.
+func (c *Client) poll(ctx context.Context, instance string, wake <-chan struct{}, check func() (bool, error)) error {
 	var lastErr error
 	ended := func() error {
 		if lastErr != nil {
@@ -349,22 +352,31 @@ func (c *Client) poll(ctx context.Context, wake <-chan struct{}, check func() (b
 		return ctx.Err()
 	}
 	notifier, _ := c.p.(provider.ChangeNotifier)
+	watcher, _ := c.p.(provider.InstanceWatcher)
 	delay := 5 * time.Millisecond
 	for {
-		var changed <-chan struct{} // taken before the check: a change in between is not missed
+		// Taken before the check: a change in between is not missed.
+		var changed, watched <-chan struct{}
 		if notifier != nil {
 			changed = notifier.Changed()
+		}
+		stopWatch := func() {}
+		if watcher != nil {
+			watched, stopWatch = watcher.WatchInstance(instance)
 		}
 		done, err := check()
 		switch {
 		case err == nil && done:
+			stopWatch()
 			return nil
 		case err != nil && ctx.Err() != nil:
+			stopWatch()
 			if provider.IsRetryable(err) {
 				lastErr = err
 			}
 			return ended() // a permanent error now is most likely ctx's own
 		case err != nil && !provider.IsRetryable(err):
+			stopWatch()
 			return err
 		case err != nil:
 			lastErr = err
@@ -372,14 +384,21 @@ func (c *Client) poll(ctx context.Context, wake <-chan struct{}, check func() (b
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return ended()
 		case <-wake:
 		case <-changed:
+		case <-watched:
 		case <-t.C:
 		}
 		t.Stop()
-		delay = min(delay*2, 100*time.Millisecond)
+		stopWatch()
+		if ctx.Err() != nil {
+			return ended()
+		}
+		maxDelay := 100 * time.Millisecond
+		if watched != nil {
+			maxDelay = time.Second
+		}
+		delay = min(delay*2, maxDelay)
 	}
 }
 
@@ -405,7 +424,7 @@ func (c *Client) KVAll(ctx context.Context, instance string) (map[string]string,
 // Retryable provider errors are retried (see poll).
 func (c *Client) WaitForKV(ctx context.Context, instance, key string) (string, error) {
 	var v string
-	err := c.poll(ctx, nil, func() (ok bool, err error) {
+	err := c.poll(ctx, instance, nil, func() (ok bool, err error) {
 		v, ok, err = c.KV(ctx, instance, key)
 		return ok, err
 	})

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/duroq/duroq/internal/wake"
 	"github.com/duroq/duroq/runtime/provider"
 )
 
@@ -348,4 +350,69 @@ func TestAbandonOrchestrationRecordsTheReasonWhereTheProviderCan(t *testing.T) {
 	if got, want := strings.Join(plain.abandons, "|"), "tok 1s true (no reason)"; got != want {
 		t.Errorf("plain provider got %q, want %q (the fallback, same token, delay and attempt rule)", got, want)
 	}
+}
+
+// watchingProvider adds an InstanceWatcher to fakeProvider, fired by the test.
+type watchingProvider struct {
+	*fakeProvider
+	watchers wake.Watchers
+}
+
+func (w *watchingProvider) WatchInstance(instance string) (<-chan struct{}, func()) {
+	return w.watchers.Watch(instance)
+}
+
+// A wait for an instance that another process ends is woken by the provider's
+// signal of that instance at once, and meanwhile reads the instance at most once
+// a second (a lost signal is caught by those reads); without a watcher it reads
+// every 100 ms. Fake time (synctest): nothing sleeps for real.
+func TestWaitIsWokenByItsInstancesSignal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &watchingProvider{fakeProvider: newFakeProvider(startedAs("O"))}
+		done := make(chan struct{})
+		var st OrchestrationStatus
+		var err error
+		go func() {
+			defer close(done)
+			st, err = NewClient(w).WaitForOrchestration(t.Context(), "i")
+		}()
+		time.Sleep(10 * time.Second)
+		if n := w.count("read"); n > 20 {
+			t.Fatalf("a watched wait read the instance %d times in 10 s, want at most 20 (a read a second once settled)", n)
+		}
+		w.mu.Lock()
+		w.history = []provider.Event{startedAs("O"), completedWith("done")}
+		w.mu.Unlock()
+		w.watchers.Notify("j") // another instance's signal: not this wait's
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("the wait returned on another instance's signal")
+		default:
+		}
+		w.watchers.Notify("i")
+		synctest.Wait() // no time passes: only the signal can have woken it
+		select {
+		case <-done:
+		default:
+			t.Fatal("the instance's signal did not wake the wait")
+		}
+		if err != nil || st.State != StateCompleted {
+			t.Fatalf("WaitForOrchestration = %+v, %v; want Completed", st, err)
+		}
+	})
+}
+
+func TestUnwatchedWaitReadsEvery100ms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeProvider(startedAs("O"))
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if _, err := NewClient(f).WaitForOrchestration(ctx, "i"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("WaitForOrchestration = %v, want the deadline", err)
+		}
+		if n := f.count("read"); n < 90 {
+			t.Fatalf("an unwatched wait read the instance %d times in 10 s, want about 100", n)
+		}
+	})
 }

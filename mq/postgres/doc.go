@@ -202,4 +202,16 @@
 // commit and its NOTIFY leaves the other processes' long polls to their deadlines.
 // Acks of un-keyed batches without follow-up messages, which make nothing eligible,
 // wake nobody.
+//
+// # Signals
+//
+// Signal and Watch carry wake-ups by name that are not about a queue's messages, on
+// a second channel of the schema, in the same NOTIFY statements: the runtime's
+// clients (package adapter) watch the instance they wait for, and every commit of
+// a turn that ends an execution or changes its custom status or KV state signals
+// it, so a web process waiting for instances that worker processes run reads each
+// one when it changes instead of every 100 ms. A signal's payload is a 64-bit hash
+// of its name, so names of any length fit; a collision only wakes a watcher that
+// then finds nothing new. Like the wake-ups, a signal of a process that dies right
+// after its commit is lost: watchers read again now and then.
 package postgres

@@ -11,12 +11,13 @@ import (
 )
 
 // The listener: one goroutine per Queue holding one connection of the pool, which
-// LISTENs on the schema's channel and turns every notification (its payload is a
-// queue name) into a wake-up of this process's long polls on that queue. It starts
-// with the first long poll and reconnects with a growing backoff when its connection
-// fails; meanwhile long polls still end at their deadline or at the next time a
-// message is due. Every (re)connection wakes all long polls once, since
-// notifications sent while nobody listened are lost.
+// LISTENs on the schema's channels and turns every notification into a wake-up of
+// this process's long polls on the queue it names, or of the watchers of the signal
+// it carries (see Watch). It starts with the first long poll or watch and
+// reconnects with a growing backoff when its connection fails; meanwhile long polls
+// still end at their deadline or at the next time a message is due. Every
+// (re)connection wakes all long polls and watchers once, since notifications sent
+// while nobody listened are lost.
 
 const (
 	listenMinBackoff = 100 * time.Millisecond
@@ -36,6 +37,7 @@ func (q *Queue) startListening() {
 	if q.db.Stats().MaxOpenConnections == 1 {
 		// The listener would hold the pool's only connection and starve every call.
 		q.log.Warn("mq/postgres: a pool of one connection cannot LISTEN; long polls are woken only by this process and by their deadlines")
+		q.deaf.Store(true)
 		q.listenerDone = make(chan struct{})
 		close(q.listenerDone)
 		return
@@ -66,6 +68,7 @@ func (q *Queue) listen(ctx context.Context, done chan struct{}) {
 		}
 		if errors.Is(err, errNotPgx) {
 			q.log.Warn("mq/postgres: cannot LISTEN", "err", err)
+			q.deaf.Store(true)
 			return
 		}
 		if listened {
@@ -100,22 +103,29 @@ func (q *Queue) listenOnce(ctx context.Context) (listened bool, err error) {
 			return nil
 		}
 		pc := sc.Conn()
-		var channel string
-		if err = pc.QueryRow(ctx, `SELECT `+channelExpr).Scan(&channel); err != nil {
+		var channel, signals string
+		if err = pc.QueryRow(ctx, `SELECT `+channelExpr+`, `+signalChannelExpr).Scan(&channel, &signals); err != nil {
 			return driver.ErrBadConn
 		}
-		if _, err = pc.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-			return driver.ErrBadConn
+		for _, c := range []string{signals, channel} { // the queues' last: pg_stat_activity shows it
+			if _, err = pc.Exec(ctx, "LISTEN "+pgx.Identifier{c}.Sanitize()); err != nil {
+				return driver.ErrBadConn
+			}
 		}
 		listened = true
 		q.hub.NotifyAll()
+		q.watchers.NotifyAll()
 		for {
 			n, werr := pc.WaitForNotification(ctx)
 			if werr != nil {
 				err = werr
 				return driver.ErrBadConn
 			}
-			q.hub.Notify(n.Payload)
+			if n.Channel == signals {
+				q.watchers.Notify(n.Payload)
+			} else {
+				q.hub.Notify(n.Payload)
+			}
 		}
 	})
 	if err == nil {

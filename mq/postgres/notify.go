@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// notifier sends this process's wake-ups to the other processes after the writes
-// that made them commit, coalesced: the queues named while one NOTIFY statement is
-// under way go out together in the next. A NOTIFY inside a writing transaction
+// notifier sends this process's wake-ups (and signals, see Signal) to the other
+// processes after the writes that made them commit, coalesced: the queues and
+// signals named while one NOTIFY statement is under way go out together in the
+// next. A NOTIFY inside a writing transaction
 // would hold PostgreSQL's database-wide notification lock from its commit until its
 // WAL flush, so every notifying commit of every process would flush alone (see
 // doc.go); a statement that only notifies writes no WAL and holds that lock for
@@ -17,6 +18,7 @@ import (
 type notifier struct {
 	mu      sync.Mutex
 	pending []string      // queues named since the last send began
+	signals []string      // signal keys named since the last send began (see signalKey)
 	sent    chan struct{} // while a sender goroutine runs: closed when it ends
 }
 
@@ -39,7 +41,12 @@ func (q *Queue) wake(queues ...string) {
 	for _, name := range queues {
 		q.hub.Notify(name)
 	}
-	n := &q.notes
+	q.notes.add(q, queues, nil)
+}
+
+// add names queues and signal keys for the next NOTIFY statement, starting q's
+// sender if none runs.
+func (n *notifier) add(q *Queue, queues, signals []string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, name := range queues {
@@ -47,6 +54,7 @@ func (q *Queue) wake(queues ...string) {
 			n.pending = append(n.pending, name)
 		}
 	}
+	n.signals = append(n.signals, signals...) // a duplicate only wakes a watcher twice
 	if n.sent == nil {
 		n.sent = make(chan struct{})
 		go q.sendNotes()
@@ -59,9 +67,9 @@ func (q *Queue) sendNotes() {
 	n := &q.notes
 	for {
 		n.mu.Lock()
-		names := n.pending
-		n.pending = nil
-		if len(names) == 0 {
+		names, signals := n.pending, n.signals
+		n.pending, n.signals = nil, nil
+		if len(names) == 0 && len(signals) == 0 {
 			close(n.sent)
 			n.sent = nil
 			n.mu.Unlock()
@@ -69,14 +77,21 @@ func (q *Queue) sendNotes() {
 		}
 		n.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
-		_, err := q.db.ExecContext(ctx, `SELECT pg_notify(`+channelExpr+`, n) FROM unnest($1::text[]) AS n`, names)
+		_, err := q.db.ExecContext(ctx, notifySQL, names, signals)
 		cancel()
 		if err != nil {
-			q.log.Warn("mq/postgres: could not notify other processes; their long polls wait for their deadlines", "queues", names, "err", err)
+			q.log.Warn("mq/postgres: could not notify other processes; their long polls and watches wait for their deadlines",
+				"queues", names, "signals", len(signals), "err", err)
 		}
 		time.Sleep(notifyEvery)
 	}
 }
+
+// notifySQL sends the queues' wake-ups ($1) and the signals ($2) in one statement.
+const notifySQL = `SELECT pg_notify(c, n) FROM (
+	SELECT ` + channelExpr + ` AS c, unnest($1::text[]) AS n
+	UNION ALL
+	SELECT ` + signalChannelExpr + `, unnest($2::text[])) AS notes`
 
 // drain waits until the wake-ups named so far are sent.
 func (n *notifier) drain() {

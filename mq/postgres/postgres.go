@@ -71,11 +71,13 @@ type Queue struct {
 	lane      *lane                            // the connection enqueue rounds run on
 	// dedupSweep paces the deletion of expired deduplication ids.
 	dedupSweep mqsql.Sweeper
-	notes      notifier // sends wake-ups to other processes after commits
+	notes      notifier      // sends wake-ups to other processes after commits
+	watchers   wake.Watchers // the watches of signals (see Watch), by signal key
 
 	mu           sync.Mutex // guards the listener's start and stop
 	stopListener context.CancelFunc
 	listenerDone chan struct{}
+	deaf         atomic.Bool // no listener can run (see startListening): Watch reports no signals
 }
 
 var (

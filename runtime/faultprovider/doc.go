@@ -23,7 +23,7 @@
 // The wrapper implements provider.BatchProvider and provider.ManagedProvider exactly
 // when the provider it wraps does, so the runtime takes the same code paths as over
 // the provider itself; it always implements provider.PendingStartReader,
-// provider.ReasonAbandoner and provider.ChangeNotifier, falling back to what a
-// provider without them does.
+// provider.ReasonAbandoner, provider.ChangeNotifier and provider.InstanceWatcher,
+// falling back to what a provider without them does.
 // Management calls and Close are never faulted.
 package faultprovider

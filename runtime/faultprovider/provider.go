@@ -222,6 +222,15 @@ func (w *faulty) Changed() <-chan struct{} {
 	return nil
 }
 
+// WatchInstance implements provider.InstanceWatcher for every wrapped provider,
+// never faulted: a nil channel (no notice) when the wrapped provider has none.
+func (w *faulty) WatchInstance(instance string) (<-chan struct{}, func()) {
+	if iw, ok := w.p.(provider.InstanceWatcher); ok {
+		return iw.WatchInstance(instance)
+	}
+	return nil, func() {}
+}
+
 // withCapabilities returns w with the batch and management interfaces of its
 // wrapped provider, which the runtime and clients type-assert: one type per
 // combination, since Go cannot add methods to a value at run time.

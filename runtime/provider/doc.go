@@ -13,10 +13,10 @@
 //     goes to the orchestrator queue in the same commit.
 //
 // ProviderAdmin (through ManagedProvider) lists, inspects, deletes and prunes
-// instances; BatchProvider, ChangeNotifier, PendingStartReader and ReasonAbandoner are
-// optional capabilities the runtime uses when a provider has them. Errors are
-// classified with Permanent and Retryable (IsRetryable) and match the sentinel errors
-// with errors.Is.
+// instances; BatchProvider, ChangeNotifier, InstanceWatcher, PendingStartReader and
+// ReasonAbandoner are optional capabilities the runtime uses when a provider has
+// them. Errors are classified with Permanent and Retryable (IsRetryable) and match
+// the sentinel errors with errors.Is.
 //
 // Events and work items are plain structs whose Kind decides which fields matter;
 // MarshalEvent and MarshalWorkItem give their stored form (a format byte, then msgpack

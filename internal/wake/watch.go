@@ -1,0 +1,68 @@
+package wake
+
+import "sync"
+
+// Watchers hands out channels closed when their key is notified, like Hub, for
+// keys that come and go (one per instance a client waits for): a watcher that
+// gives up releases its key, so keys nobody notifies do not accumulate.
+type Watchers struct {
+	mu      sync.Mutex
+	watches map[string]*watch
+}
+
+// watch is one key's channel and how many watchers hold it.
+type watch struct {
+	ch      chan struct{}
+	holders int
+}
+
+// Watch returns a channel closed by the next Notify of key (or NotifyAll) and a
+// function that ends this watch, to be called once the caller stops waiting,
+// whether the channel closed or not. Take the channel before checking what it
+// announces, so a notification in between is not missed.
+func (w *Watchers) Watch(key string) (<-chan struct{}, func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watches == nil {
+		w.watches = make(map[string]*watch)
+	}
+	x, ok := w.watches[key]
+	if !ok {
+		x = &watch{ch: make(chan struct{})}
+		w.watches[key] = x
+	}
+	x.holders++
+	var once sync.Once
+	return x.ch, func() { once.Do(func() { w.release(key, x) }) }
+}
+
+// release ends one hold of x, forgetting key's watch when it was the last one (a
+// notified watch is forgotten already, and key may have a newer one).
+func (w *Watchers) release(key string, x *watch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if x.holders--; x.holders == 0 && w.watches[key] == x {
+		delete(w.watches, key)
+	}
+}
+
+// Notify closes the channel of key's watchers, if any.
+func (w *Watchers) Notify(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if x, ok := w.watches[key]; ok {
+		close(x.ch)
+		delete(w.watches, key)
+	}
+}
+
+// NotifyAll closes every watcher's channel (after notifications may have been
+// lost, or at Close).
+func (w *Watchers) NotifyAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for key, x := range w.watches {
+		close(x.ch)
+		delete(w.watches, key)
+	}
+}
