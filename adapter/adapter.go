@@ -53,6 +53,9 @@ type Provider struct {
 	// rounds is q when its concurrent Enqueue calls share transactions that it
 	// counts (see WriteTransactions); nil otherwise.
 	rounds enqueueRounder
+	// feed watches instances for clients when q reports changes of the storage
+	// but carries no signals (see WatchInstance); nil otherwise.
+	feed *instanceFeed
 }
 
 var (
@@ -90,8 +93,13 @@ func New(q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, erro
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	rounds, _ := q.(enqueueRounder)
-	return &Provider{q: q, s: s, b: b, orchQ: o.OrchestratorQueue, workQ: o.WorkerQueue, now: o.Now,
-		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, rounds: rounds}, nil
+	p := &Provider{q: q, s: s, b: b, orchQ: o.OrchestratorQueue, workQ: o.WorkerQueue, now: o.Now,
+		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, rounds: rounds}
+	_, signals := q.(signaller)
+	if c, ok := q.(changeReporter); ok && !signals {
+		p.feed = newInstanceFeed(s, c.Changed)
+	}
+	return p, nil
 }
 
 // Migrator is a queue or a store whose tables must be created or upgraded before
@@ -147,6 +155,9 @@ func (p *Provider) Store() eventstore.EventStore { return p.s }
 
 // Close closes the queue and the store, then the database Open was given.
 func (p *Provider) Close() error {
+	if p.feed != nil {
+		p.feed.close()
+	}
 	err := errors.Join(p.q.Close(), p.s.Close())
 	if p.db != nil {
 		err = errors.Join(err, p.db.Close())
@@ -160,10 +171,16 @@ var _ provider.ChangeNotifier = (*Provider)(nil)
 // processes' commits (mq/sqlite watches the database file); nil, that is no notice,
 // for queues without it.
 func (p *Provider) Changed() <-chan struct{} {
-	if c, ok := p.q.(interface{ Changed() <-chan struct{} }); ok {
+	if c, ok := p.q.(changeReporter); ok {
 		return c.Changed()
 	}
 	return nil
+}
+
+// changeReporter is a queue that reports changes of its storage, whoever made them
+// (mq/sqlite: a watcher of the database file).
+type changeReporter interface {
+	Changed() <-chan struct{}
 }
 
 var _ provider.InstanceWatcher = (*Provider)(nil)
@@ -177,11 +194,16 @@ type signaller interface {
 
 // WatchInstance implements provider.InstanceWatcher with the queue's signals, which
 // every commit of a turn that ends an execution or changes its custom status or KV
-// state sends, in whichever process it ran; a nil channel (no notice) for queues
-// without them (mq/sqlite's Changed watches the whole file instead).
-func (p *Provider) WatchInstance(instance string) (<-chan struct{}, func()) {
+// state sends, in whichever process it ran (mq/postgres). Over a queue that only
+// reports changes of the whole storage (mq/sqlite), one read of the watched
+// instances' state per change wakes the watchers of those that changed (see
+// instanceFeed). Otherwise the channel is nil: no notice.
+func (p *Provider) WatchInstance(ctx context.Context, instance string) (<-chan struct{}, func()) {
 	if s, ok := p.q.(signaller); ok {
 		return s.Watch(p.signalName(instance))
+	}
+	if p.feed != nil {
+		return p.feed.watch(ctx, instance)
 	}
 	return nil, func() {}
 }

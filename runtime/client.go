@@ -336,7 +336,8 @@ func (c *Client) waitUntil(ctx context.Context, instance, op string, ready func(
 
 // poll calls check until it reports done, waiting 5 ms doubling to 100 ms between
 // calls, or less when wake fires or the provider reports a change of the instance
-// (InstanceWatcher) or of its storage (ChangeNotifier: another process's commit).
+// (InstanceWatcher) or, without a watch, of its storage (ChangeNotifier: another
+// process's commit).
 // With an InstanceWatcher the wait doubles up to a second instead: the instance's
 // own changes wake it, and the reads only catch a lost signal. A retryable
 // provider error (IsRetryable) is retried like a check that is not done yet, so a
@@ -355,14 +356,15 @@ func (c *Client) poll(ctx context.Context, instance string, wake <-chan struct{}
 	watcher, _ := c.p.(provider.InstanceWatcher)
 	delay := 5 * time.Millisecond
 	for {
-		// Taken before the check: a change in between is not missed.
+		// Taken before the check: a change in between is not missed. A watch of the
+		// instance makes a notice of every change of the storage needless.
 		var changed, watched <-chan struct{}
-		if notifier != nil {
-			changed = notifier.Changed()
-		}
 		stopWatch := func() {}
 		if watcher != nil {
-			watched, stopWatch = watcher.WatchInstance(instance)
+			watched, stopWatch = watcher.WatchInstance(ctx, instance)
+		}
+		if notifier != nil && watched == nil {
+			changed = notifier.Changed()
 		}
 		done, err := check()
 		switch {

@@ -358,7 +358,7 @@ type watchingProvider struct {
 	watchers wake.Watchers
 }
 
-func (w *watchingProvider) WatchInstance(instance string) (<-chan struct{}, func()) {
+func (w *watchingProvider) WatchInstance(_ context.Context, instance string) (<-chan struct{}, func()) {
 	return w.watchers.Watch(instance)
 }
 

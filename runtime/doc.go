@@ -99,7 +99,7 @@
 //	panic stacks, poison reasons      ErrorDetails.Stack, ErrorDetails.Message  FailFast/*Panic*, PoisonActivitySaysWhy, Isolation/UnregisteredFailsWithItsReason
 //	started but not run yet           StatePending, PendingReason (PendingStartReader, ReasonAbandoner)  Pending/*
 //	transient provider faults         waits retry; lost commit replies checked against history  Faults/*, package faultprovider
-//	other processes' commits          ChangeNotifier (SQLite: a file watcher); InstanceWatcher (PostgreSQL: a signal per instance)  CrossProcess/WakeUpLatency
+//	other processes' commits          ChangeNotifier (SQLite: a file watcher); InstanceWatcher (PostgreSQL: a signal per instance; SQLite: one read of the watched instances per change)  CrossProcess/WakeUpLatency
 //
 // Client (§2.5):
 //

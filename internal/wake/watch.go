@@ -66,3 +66,14 @@ func (w *Watchers) NotifyAll() {
 		delete(w.watches, key)
 	}
 }
+
+// Keys returns the keys being watched.
+func (w *Watchers) Keys() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := make([]string, 0, len(w.watches))
+	for key := range w.watches {
+		keys = append(keys, key)
+	}
+	return keys
+}

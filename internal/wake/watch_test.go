@@ -68,3 +68,18 @@ func TestWatchersReleaseForgetsUnnotifiedKeys(t *testing.T) {
 	}
 	r4()
 }
+
+func TestWatchersKeysAreTheWatchedOnes(t *testing.T) {
+	var w Watchers
+	_, ra := w.Watch("a")
+	_, rb := w.Watch("b")
+	w.Notify("b")
+	rb()
+	if keys := w.Keys(); len(keys) != 1 || keys[0] != "a" {
+		t.Fatalf("Keys = %q, want [a]", keys)
+	}
+	ra()
+	if keys := w.Keys(); len(keys) != 0 {
+		t.Fatalf("Keys = %q after every watch ended, want none", keys)
+	}
+}

@@ -224,9 +224,9 @@ func (w *faulty) Changed() <-chan struct{} {
 
 // WatchInstance implements provider.InstanceWatcher for every wrapped provider,
 // never faulted: a nil channel (no notice) when the wrapped provider has none.
-func (w *faulty) WatchInstance(instance string) (<-chan struct{}, func()) {
+func (w *faulty) WatchInstance(ctx context.Context, instance string) (<-chan struct{}, func()) {
 	if iw, ok := w.p.(provider.InstanceWatcher); ok {
-		return iw.WatchInstance(instance)
+		return iw.WatchInstance(ctx, instance)
 	}
 	return nil, func() {}
 }

@@ -341,19 +341,19 @@ type ChangeNotifier interface {
 }
 
 // InstanceWatcher is implemented by providers that can tell a waiting client that
-// one instance changed, whichever process committed the change: its execution
-// ended (or continued as new), or its custom status or KV state changed. A client
-// waiting for one instance is then woken for that instance only, instead of
+// one instance changed, whichever process committed the change: at least when its
+// execution ended (or continued as new) or its custom status or KV state changed.
+// A client waiting for one instance is then woken for that instance, instead of
 // reading its state again at every poll or at every change of the whole storage
 // (ChangeNotifier). Client waits still read now and then (at most every second),
-// since a signal can be lost (a process that dies between its commit and the
+// since a notice can be lost (a process that dies between its commit and its
 // signal).
 type InstanceWatcher interface {
 	// WatchInstance returns a channel closed at the next such change of instance
 	// (nil: none will be reported) and a function that ends the watch, to call once
 	// the caller stops waiting. Callers take it before reading the state they
 	// wait for.
-	WatchInstance(instance string) (<-chan struct{}, func())
+	WatchInstance(ctx context.Context, instance string) (<-chan struct{}, func())
 }
 
 // PendingStartReader is implemented by providers that can show a start queued for
