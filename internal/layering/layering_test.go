@@ -48,8 +48,9 @@ var allowed = map[string][]string{
 	"internal/sqliteconn/sqliteconntest": {"internal/sqliteconn", "github.com/jmoiron/sqlx", "github.com/mattn/go-sqlite3"},
 	"internal/processtest":               {"mq", "mq/sqlite", "mq/postgres", "internal/pgtest", "pgdb"},
 	// The adapter composes through the contracts (mq.TxQueue, eventstore.TxStore,
-	// txn) and links no database driver.
-	"adapter":        {"runtime/provider", "mq", "eventstore", "runtime", "txn", "internal/sqltx"},
+	// txn) and links no database driver (internal/wake: the watches of its
+	// instance feed).
+	"adapter":        {"runtime/provider", "mq", "eventstore", "runtime", "txn", "internal/sqltx", "internal/wake"},
 	"sqlitedb":       {"internal/sqliteconn", "github.com/jmoiron/sqlx"},
 	"pgdb":           {"internal/pgsql", "github.com/jmoiron/sqlx", "github.com/jackc/pgx/v5"},
 	"sqliteprovider": {"adapter", "mq/sqlite", "eventstore/sqlite", "sqlitedb"},
