@@ -68,10 +68,10 @@ func newInstanceFeed(s eventstore.EventStore, changed func() <-chan struct{}) *i
 func (f *instanceFeed) watch(ctx context.Context, instance string) (<-chan struct{}, func()) {
 	f.mu.Lock()
 	_, known := f.marks[instance]
-	closed := f.closed
+	known = known || f.closed // nothing to read: the watch is closed below
 	f.mu.Unlock()
 	var state streamState
-	if !known && !closed {
+	if !known {
 		info, err := f.s.Stream(ctx, instance)
 		switch {
 		case errors.Is(err, eventstore.ErrNotFound):
