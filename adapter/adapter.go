@@ -53,6 +53,9 @@ type Provider struct {
 	// rounds is q when its concurrent Enqueue calls share transactions that it
 	// counts (see WriteTransactions); nil otherwise.
 	rounds enqueueRounder
+	// signals is q when it carries signals between processes (see WatchInstance);
+	// nil otherwise.
+	signals signaller
 	// feed watches instances for clients when q reports changes of the storage
 	// but carries no signals (see WatchInstance); nil otherwise.
 	feed *instanceFeed
@@ -93,10 +96,10 @@ func New(q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, erro
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	rounds, _ := q.(enqueueRounder)
+	signals, _ := q.(signaller)
 	p := &Provider{q: q, s: s, b: b, orchQ: o.OrchestratorQueue, workQ: o.WorkerQueue, now: o.Now,
-		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, rounds: rounds}
-	_, signals := q.(signaller)
-	if c, ok := q.(changeReporter); ok && !signals {
+		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, rounds: rounds, signals: signals}
+	if c, ok := q.(changeReporter); ok && signals == nil {
 		p.feed = newInstanceFeed(s, c.Changed)
 	}
 	return p, nil
@@ -199,8 +202,8 @@ type signaller interface {
 // instances' state per change wakes the watchers of those that changed (see
 // instanceFeed). Otherwise the channel is nil: no notice.
 func (p *Provider) WatchInstance(ctx context.Context, instance string) (<-chan struct{}, func()) {
-	if s, ok := p.q.(signaller); ok {
-		return s.Watch(p.signalName(instance))
+	if p.signals != nil {
+		return p.signals.Watch(p.signalName(instance))
 	}
 	if p.feed != nil {
 		return p.feed.watch(ctx, instance)

@@ -219,14 +219,14 @@ func (p *Provider) prepareAck(token string, a provider.OrchestrationAck) (*turnC
 // instances a client may be waiting on (see WatchInstance).
 func (p *Provider) commitTurns(ctx context.Context, op string, turns []*turnCommit) error {
 	err := p.wrote(op, p.b.run(ctx, func(tx turnTx) error { return p.applyTurns(ctx, tx, turns) }))
-	if s, ok := p.q.(signaller); ok && err == nil {
+	if p.signals != nil && err == nil {
 		var names []string
 		for _, c := range turns {
 			if c.update.Status != nil || c.customStat != nil || len(c.kv) > 0 {
 				names = append(names, p.signalName(c.instance))
 			}
 		}
-		s.Signal(names...)
+		p.signals.Signal(names...)
 	}
 	return err
 }

@@ -83,21 +83,18 @@ func (f *instanceFeed) watch(ctx context.Context, instance string) (<-chan struc
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
-		closed := make(chan struct{})
-		close(closed)
-		return closed, func() {}
+	if !f.closed {
+		if m, ok := f.marks[instance]; ok {
+			m.unwatched = false // a check since this call began may have set it
+		} else {
+			f.marks[instance] = &streamMark{state: state}
+		}
+		if f.stop == nil {
+			f.stop, f.done = make(chan struct{}), make(chan struct{})
+			go f.run(f.stop, f.done)
+		}
 	}
-	if m, ok := f.marks[instance]; ok {
-		m.unwatched = false // a check since this call began may have set it
-	} else {
-		f.marks[instance] = &streamMark{state: state}
-	}
-	if f.stop == nil {
-		f.stop, f.done = make(chan struct{}), make(chan struct{})
-		go f.run(f.stop, f.done)
-	}
-	return f.watchers.Watch(instance)
+	return f.watchers.Watch(instance) // closed at once after close
 }
 
 // run checks the watched instances at every change of the storage until stop.
@@ -174,7 +171,7 @@ func (f *instanceFeed) close() {
 	f.closed = true
 	stop, done := f.stop, f.done
 	f.mu.Unlock()
-	f.watchers.NotifyAll()
+	f.watchers.Close()
 	if stop != nil {
 		close(stop)
 		<-done

@@ -337,13 +337,12 @@ func (c *Client) waitUntil(ctx context.Context, instance, op string, ready func(
 // poll calls check until it reports done, waiting 5 ms doubling to 100 ms between
 // calls, or less when wake fires or the provider reports a change of the instance
 // (InstanceWatcher) or, without a watch, of its storage (ChangeNotifier: another
-// process's commit).
-// With an InstanceWatcher the wait doubles up to a second instead: the instance's
-// own changes wake it, and the reads only catch a lost signal. A retryable
-// provider error (IsRetryable) is retried like a check that is not done yet, so a
-// wait rides out a provider's transient faults; any other error is returned at
-// once. When ctx ends first, its error is returned, naming the last provider error
-// seen.
+// process's commit). With a watch the wait doubles up to a second instead: the
+// instance's own changes wake it, and the reads only catch a lost signal. A
+// retryable provider error (IsRetryable) is retried like a check that is not done
+// yet, so a wait rides out a provider's transient faults; any other error is
+// returned at once. When ctx ends first, its error is returned, naming the last
+// provider error seen.
 func (c *Client) poll(ctx context.Context, instance string, wake <-chan struct{}, check func() (bool, error)) error {
 	var lastErr error
 	ended := func() error {
@@ -354,12 +353,14 @@ func (c *Client) poll(ctx context.Context, instance string, wake <-chan struct{}
 	}
 	notifier, _ := c.p.(provider.ChangeNotifier)
 	watcher, _ := c.p.(provider.InstanceWatcher)
+	stopWatch := func() {}
+	defer func() { stopWatch() }()
 	delay := 5 * time.Millisecond
 	for {
+		stopWatch() // the previous round's
 		// Taken before the check: a change in between is not missed. A watch of the
 		// instance makes a notice of every change of the storage needless.
 		var changed, watched <-chan struct{}
-		stopWatch := func() {}
 		if watcher != nil {
 			watched, stopWatch = watcher.WatchInstance(ctx, instance)
 		}
@@ -369,16 +370,13 @@ func (c *Client) poll(ctx context.Context, instance string, wake <-chan struct{}
 		done, err := check()
 		switch {
 		case err == nil && done:
-			stopWatch()
 			return nil
 		case err != nil && ctx.Err() != nil:
-			stopWatch()
 			if provider.IsRetryable(err) {
 				lastErr = err
 			}
 			return ended() // a permanent error now is most likely ctx's own
 		case err != nil && !provider.IsRetryable(err):
-			stopWatch()
 			return err
 		case err != nil:
 			lastErr = err
@@ -386,16 +384,14 @@ func (c *Client) poll(ctx context.Context, instance string, wake <-chan struct{}
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
+			t.Stop()
+			return ended()
 		case <-wake:
 		case <-changed:
 		case <-watched:
 		case <-t.C:
 		}
 		t.Stop()
-		stopWatch()
-		if ctx.Err() != nil {
-			return ended()
-		}
 		maxDelay := 100 * time.Millisecond
 		if watched != nil {
 			maxDelay = time.Second

@@ -8,7 +8,15 @@ import "sync"
 type Watchers struct {
 	mu      sync.Mutex
 	watches map[string]*watch
+	closed  bool // see Close
 }
+
+// closedChan is the channel of every watch taken after Close.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // watch is one key's channel and how many watchers hold it.
 type watch struct {
@@ -23,6 +31,9 @@ type watch struct {
 func (w *Watchers) Watch(key string) (<-chan struct{}, func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return closedChan, func() {}
+	}
 	if w.watches == nil {
 		w.watches = make(map[string]*watch)
 	}
@@ -57,14 +68,27 @@ func (w *Watchers) Notify(key string) {
 }
 
 // NotifyAll closes every watcher's channel (after notifications may have been
-// lost, or at Close).
+// lost).
 func (w *Watchers) NotifyAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.notifyAll()
+}
+
+func (w *Watchers) notifyAll() {
 	for key, x := range w.watches {
 		close(x.ch)
 		delete(w.watches, key)
 	}
+}
+
+// Close closes every watcher's channel, and a watch taken after it is closed at
+// once: nobody waits on what is closing.
+func (w *Watchers) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	w.notifyAll()
 }
 
 // Keys returns the keys being watched.

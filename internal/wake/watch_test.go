@@ -83,3 +83,18 @@ func TestWatchersKeysAreTheWatchedOnes(t *testing.T) {
 		t.Fatalf("Keys = %q after every watch ended, want none", keys)
 	}
 }
+
+func TestWatchersCloseClosesLaterWatchesToo(t *testing.T) {
+	var w Watchers
+	before, release := w.Watch("a")
+	defer release()
+	w.Close()
+	after, releaseAfter := w.Watch("a")
+	defer releaseAfter()
+	if !closed(before) || !closed(after) {
+		t.Fatal("a watch taken before or after Close is open")
+	}
+	if len(w.watches) != 0 {
+		t.Fatalf("%d keys kept after Close", len(w.watches))
+	}
+}

@@ -541,7 +541,7 @@ func (q *Queue) Close() error {
 	q.lane.close()
 	q.planStats.Close()
 	q.hub.NotifyAll()
-	q.watchers.NotifyAll()
+	q.watchers.Close()
 	q.notes.drain() // the wake-ups of writes that committed
 	if q.owned {
 		return q.db.Close()

@@ -10,11 +10,10 @@ import (
 // notifier sends this process's wake-ups (and signals, see Signal) to the other
 // processes after the writes that made them commit, coalesced: the queues and
 // signals named while one NOTIFY statement is under way go out together in the
-// next. A NOTIFY inside a writing transaction
-// would hold PostgreSQL's database-wide notification lock from its commit until its
-// WAL flush, so every notifying commit of every process would flush alone (see
-// doc.go); a statement that only notifies writes no WAL and holds that lock for
-// microseconds.
+// next. A NOTIFY inside a writing transaction would hold PostgreSQL's
+// database-wide notification lock from its commit until its WAL flush, so every
+// notifying commit of every process would flush alone (see doc.go); a statement
+// that only notifies writes no WAL and holds that lock for microseconds.
 type notifier struct {
 	mu      sync.Mutex
 	pending []string      // queues named since the last send began

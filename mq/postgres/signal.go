@@ -53,13 +53,5 @@ func (q *Queue) Watch(name string) (<-chan struct{}, func()) {
 	if q.deaf.Load() {
 		return nil, func() {}
 	}
-	// Registered before the check: a Close after it closes the channel.
-	ch, release := q.watchers.Watch(signalKey(name))
-	if q.closed.Load() {
-		release()
-		closed := make(chan struct{})
-		close(closed)
-		return closed, func() {}
-	}
-	return ch, release
+	return q.watchers.Watch(signalKey(name))
 }
