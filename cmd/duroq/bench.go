@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,7 +44,8 @@ workloads:
   events   N instances × K events delivered through each instance's event queue
   queue    raw queue: enqueue 10×N messages, then drain them through mq.Consumer (un-keyed, keyed 1 and 10 per key,
            1, 16 and 64 concurrent handlers; 4 and 16 consumers of 64, 4 of 256); then N send-receive-ack
-           cycles one message at a time. -consumers C -handlers H [-per-key K] runs that one load alone
+           cycles one message at a time. -consumers C -handlers H [-per-key K] runs that one load alone;
+           -warmup measures each load after an unmeasured run of it
 
 flags:`
 
@@ -70,6 +72,8 @@ func benchCmd(args []string, out io.Writer) error {
 	consumers := fs.Int("consumers", 0, "queue: run only the load of this many consumers (0: every standard load, then the cycle)")
 	handlers := fs.Int("handlers", 1, "queue, with -consumers: batches each consumer handles at once")
 	perKey := fs.Int("per-key", 0, "queue, with -consumers: messages per routing key (0: un-keyed)")
+	warmup := fs.Bool("warmup", false, "queue: run each load once, unmeasured, before measuring it on the same backend\n"+
+		"(the figures of a long-running process, whose connections have prepared every statement)")
 	fs.Parse(args[1:])
 
 	// SIGPIPE too: piped into head, the benchmark would otherwise die at its next line
@@ -103,14 +107,17 @@ func benchCmd(args []string, out io.Writer) error {
 		return fmt.Errorf("bench: -consumers %d -handlers %d -per-key %d: want -consumers and -per-key at least 0, -handlers at least 1", *consumers, *handlers, *perKey)
 	}
 	if workload == "queue" {
-		loads := queueConfigs
+		loads := slices.Clone(queueConfigs)
 		if *consumers > 0 {
 			loads = []bench.QueueConfig{{Consumers: *consumers, Concurrency: *handlers, PerKey: *perKey}}
 		}
+		for i := range loads {
+			loads[i].Warmup = *warmup
+		}
 		return queueBench(ctx, out, open, loads, *consumers == 0, *load.n, *asJSON, machine)
 	}
-	if *consumers > 0 {
-		return errors.New("bench: -consumers is a flag of the queue workload")
+	if *consumers > 0 || *warmup {
+		return errors.New("bench: -consumers and -warmup are flags of the queue workload")
 	}
 
 	cfg := load.config(workload)

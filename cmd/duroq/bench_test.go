@@ -249,11 +249,12 @@ func TestBenchReportsStartLatency(t *testing.T) {
 	}
 }
 
-// `duroq bench queue -consumers C -handlers H -per-key K` runs that one load, on 10×n
-// messages, and no cycle; -consumers is refused for other workloads.
+// `duroq bench queue -consumers C -handlers H -per-key K -warmup` runs that one load,
+// on 10×n messages, after a warm-up run, and no cycle; -consumers and -warmup are
+// refused for other workloads.
 func TestBenchQueueOneLoad(t *testing.T) {
 	var out strings.Builder
-	if err := benchCmd([]string{"queue", "-n", "50", "-backend", "sqlite-memory", "-consumers", "2", "-handlers", "4", "-per-key", "5", "-json"}, &out); err != nil {
+	if err := benchCmd([]string{"queue", "-n", "50", "-backend", "sqlite-memory", "-consumers", "2", "-handlers", "4", "-per-key", "5", "-warmup", "-json"}, &out); err != nil {
 		t.Fatalf("bench queue: %v\n%s", err, out.String())
 	}
 	var res struct {
@@ -263,12 +264,15 @@ func TestBenchQueueOneLoad(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &res); err != nil {
 		t.Fatalf("report: %v\n%s", err, out.String())
 	}
-	want := bench.QueueConfig{Messages: 500, Consumers: 2, Concurrency: 4, PerKey: 5}
+	want := bench.QueueConfig{Messages: 500, Consumers: 2, Concurrency: 4, PerKey: 5, Warmup: true}
 	if len(res.Loads) != 1 || res.Loads[0].Config != want || res.Loads[0].DrainPerSec <= 0 || res.Cycle != nil {
 		t.Errorf("bench queue -consumers 2 -handlers 4 -per-key 5 ran %+v and cycle %v; want one load of %+v, drained, and no cycle", res.Loads, res.Cycle, want)
 	}
 	if err := benchCmd([]string{"seq", "-n", "20", "-backend", "sqlite-memory", "-consumers", "2"}, &out); err == nil || !strings.Contains(err.Error(), "-consumers") {
 		t.Errorf("bench seq -consumers 2: %v, want an error naming -consumers", err)
+	}
+	if err := benchCmd([]string{"seq", "-n", "20", "-backend", "sqlite-memory", "-warmup"}, &out); err == nil || !strings.Contains(err.Error(), "-warmup") {
+		t.Errorf("bench seq -warmup: %v, want an error naming -warmup", err)
 	}
 	if err := benchCmd([]string{"queue", "-backend", "sqlite-memory", "-consumers", "2", "-handlers", "0"}, &out); err == nil || !strings.Contains(err.Error(), "-handlers 0") {
 		t.Errorf("bench queue -handlers 0: %v, want an error naming -handlers", err)
