@@ -56,6 +56,9 @@ type Provider struct {
 	// signals is q when it carries signals between processes (see WatchInstance);
 	// nil otherwise.
 	signals signaller
+	// changes is q when it reports changes of its storage (see Changed); nil
+	// otherwise.
+	changes changeReporter
 	// feed watches instances for clients when q reports changes of the storage
 	// but carries no signals (see WatchInstance); nil otherwise.
 	feed *instanceFeed
@@ -97,10 +100,11 @@ func New(q mq.MessageQueue, s eventstore.EventStore, o Options) (*Provider, erro
 	}
 	rounds, _ := q.(enqueueRounder)
 	signals, _ := q.(signaller)
+	changes, _ := q.(changeReporter)
 	p := &Provider{q: q, s: s, b: b, orchQ: o.OrchestratorQueue, workQ: o.WorkerQueue, now: o.Now,
-		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, rounds: rounds, signals: signals}
-	if c, ok := q.(changeReporter); ok && signals == nil {
-		p.feed = newInstanceFeed(s, c.Changed)
+		orphan: o.OrphanRetry, orphanTTL: o.OrphanTTL, log: o.Logger, rounds: rounds, signals: signals, changes: changes}
+	if changes != nil && signals == nil {
+		p.feed = newInstanceFeed(s, changes.Changed)
 	}
 	return p, nil
 }
@@ -174,8 +178,8 @@ var _ provider.ChangeNotifier = (*Provider)(nil)
 // processes' commits (mq/sqlite watches the database file); nil, that is no notice,
 // for queues without it.
 func (p *Provider) Changed() <-chan struct{} {
-	if c, ok := p.q.(changeReporter); ok {
-		return c.Changed()
+	if p.changes != nil {
+		return p.changes.Changed()
 	}
 	return nil
 }
